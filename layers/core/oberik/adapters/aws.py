@@ -1,0 +1,36 @@
+"""The one factory for boto3 clients. Honours AWS_ENDPOINT_URL (via Settings) so the same code talks to moto."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from oberik.settings import Settings, get_settings
+
+_lock = threading.Lock()
+_clients: dict[tuple[str, str, str | None], Any] = {}
+
+
+def client(service: str, settings: Settings | None = None) -> Any:
+    s = settings or get_settings()
+    key = (service, s.region, s.endpoint_url)
+    with _lock:
+        found = _clients.get(key)
+        if found is None:
+            found = boto3.session.Session().client(
+                service,  # type: ignore[call-overload]
+                region_name=s.region,
+                endpoint_url=s.endpoint_url,
+                config=Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=50),
+            )
+            _clients[key] = found
+        return found
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests and the local stack call this when the endpoint changes)."""
+    with _lock:
+        _clients.clear()

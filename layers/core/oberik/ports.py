@@ -1,0 +1,33 @@
+"""The interfaces the domain and engine need from the outside world. Adapters implement them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from oberik.domain.llm import Completion, Delta, ModelRequest
+
+
+class Model(Protocol):
+    """A chat model. `stream` yields Delta items as they arrive and exactly one Completion last.
+
+    Raises `oberik.domain.errors.ModelError` when the provider fails. `should_stop` is polled between
+    deltas; when it returns True the adapter closes the provider stream (so spend stops) and returns a
+    Completion with finish_reason "cancelled".
+    """
+
+    def stream(self, request: ModelRequest, should_stop: Callable[[], bool] | None = None) -> Iterator[Delta | Completion]: ...
+
+
+class Orchestrator(Protocol):
+    """Runs turns as state-machine executions."""
+
+    def start(self, name: str, payload: dict[str, Any]) -> str: ...
+
+    def resume(self, task_token: str, payload: dict[str, Any]) -> None: ...
+
+    def stop(self, execution_arn: str, cause: str) -> None: ...
+
+
+class Clock(Protocol):
+    def now(self) -> float: ...

@@ -1,0 +1,52 @@
+"""One place for configuration: every knob the platform reads from its environment."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OBERIK_", extra="ignore")
+
+    # Where the platform runs: "aws" in a deployed stack, "local" under `oberik dev` and the tests.
+    environment: Literal["aws", "local"] = "aws"
+    table_name: str = "oberik"
+    state_machine_arn: str = ""
+    region: str = Field(
+        default="us-east-1", validation_alias=AliasChoices("OBERIK_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
+    )
+    endpoint_url: str | None = Field(default=None, validation_alias=AliasChoices("OBERIK_ENDPOINT_URL", "AWS_ENDPOINT_URL"))
+
+    # The deployment administrator's key: the only credential that may create projects. No default on AWS.
+    admin_key: SecretStr | None = None
+
+    # The model a project uses when it names none. "offline/..." is the built-in offline model.
+    default_model: str = "offline/oberik-offline"
+    openai_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("OBERIK_OPENAI_API_KEY", "OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OBERIK_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
+    openai_model: str = Field(default="gpt-4o-mini", validation_alias=AliasChoices("OBERIK_OPENAI_MODEL", "OPENAI_MODEL"))
+    model_timeout_seconds: float = 120.0
+
+    # Steps one Step Functions execution may take before the turn continues as a new execution,
+    # keeping every execution far from the 25,000-event history limit.
+    step_budget: int = 40
+    # Steps one turn may take in all (model calls); past it the turn ends with `hit_tool_limit`.
+    max_steps: int = 24
+    # Longest the `wait` tool may pause a turn, in seconds.
+    max_wait_seconds: int = 300
+
+    # How long a blocking POST /chat waits for its turn to end, and how often it looks.
+    blocking_timeout_seconds: float = 600.0
+    poll_interval_seconds: float = 0.05
+
+    # End-user tokens: longest lifetime a project key may mint.
+    max_token_ttl_seconds: int = 30 * 24 * 3600
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
