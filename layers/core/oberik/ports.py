@@ -16,7 +16,9 @@ class Model(Protocol):
     Completion with finish_reason "cancelled".
     """
 
-    def stream(self, request: ModelRequest, should_stop: Callable[[], bool] | None = None) -> Iterator[Delta | Completion]: ...
+    def stream(
+        self, request: ModelRequest, should_stop: Callable[[], bool] | None = None
+    ) -> Iterator[Delta | Completion]: ...
 
 
 class Orchestrator(Protocol):

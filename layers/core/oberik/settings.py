@@ -19,16 +19,24 @@ class Settings(BaseSettings):
     region: str = Field(
         default="us-east-1", validation_alias=AliasChoices("OBERIK_REGION", "AWS_REGION", "AWS_DEFAULT_REGION")
     )
-    endpoint_url: str | None = Field(default=None, validation_alias=AliasChoices("OBERIK_ENDPOINT_URL", "AWS_ENDPOINT_URL"))
+    endpoint_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OBERIK_ENDPOINT_URL", "AWS_ENDPOINT_URL")
+    )
 
     # The deployment administrator's key: the only credential that may create projects. No default on AWS.
     admin_key: SecretStr | None = None
 
     # The model a project uses when it names none. "offline/..." is the built-in offline model.
     default_model: str = "offline/oberik-offline"
-    openai_api_key: SecretStr | None = Field(default=None, validation_alias=AliasChoices("OBERIK_OPENAI_API_KEY", "OPENAI_API_KEY"))
-    openai_base_url: str | None = Field(default=None, validation_alias=AliasChoices("OBERIK_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
-    openai_model: str = Field(default="gpt-4o-mini", validation_alias=AliasChoices("OBERIK_OPENAI_MODEL", "OPENAI_MODEL"))
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OBERIK_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OBERIK_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    openai_model: str = Field(
+        default="gpt-4o-mini", validation_alias=AliasChoices("OBERIK_OPENAI_MODEL", "OPENAI_MODEL")
+    )
     model_timeout_seconds: float = 120.0
 
     # Steps one Step Functions execution may take before the turn continues as a new execution,

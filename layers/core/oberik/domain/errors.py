@@ -60,3 +60,9 @@ class ModelError(OberikError):
     def __init__(self, detail: str, *, code: str = "provider_error", status: int | None = None) -> None:
         super().__init__(detail, code=code)
         self.status = status
+
+
+class Contended(OberikError):
+    """A conditional write lost to a concurrent one; the caller re-reads and decides (never reaches a client)."""
+
+    code = "contended"

@@ -1,0 +1,527 @@
+"""The DynamoDB adapter: sessions, messages, turns, runs, projects and frames in one table."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from oberik.adapters import keys
+from oberik.adapters.aws import client
+from oberik.domain.errors import Conflict, Contended, NotFound
+from oberik.domain.models import Message, Project, ProjectSettings, Run, Session, Turn
+from oberik.settings import Settings, get_settings
+
+_ser = TypeSerializer()
+_de = TypeDeserializer()
+
+
+def _to_ddb(value: Any) -> Any:
+    if isinstance(value, float):
+        return Decimal(repr(value))
+    if isinstance(value, dict):
+        return {k: _to_ddb(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_ddb(v) for v in value]
+    return value
+
+
+def _from_ddb(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _from_ddb(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_from_ddb(v) for v in value]
+    return value
+
+
+def serialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _ser.serialize(_to_ddb(v)) for k, v in item.items()}
+
+
+def deserialize(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: _from_ddb(_de.deserialize(v)) for k, v in item.items()}
+
+
+def _values(values: dict[str, Any]) -> dict[str, Any]:
+    return {k: _ser.serialize(_to_ddb(v)) for k, v in values.items()}
+
+
+def _strip_keys(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k not in ("pk", "sk", "gsi1pk", "gsi1sk", "expires_at")}
+
+
+def _failed_condition(e: ClientError) -> bool:
+    return e.response.get("Error", {}).get("Code") in (
+        "ConditionalCheckFailedException",
+        "TransactionCanceledException",
+    )
+
+
+class DynamoStore:
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.table = self.settings.table_name
+
+    @property
+    def db(self) -> Any:
+        return client("dynamodb", self.settings)
+
+    # --- low-level helpers ------------------------------------------------------------------------
+
+    def _get(self, key: dict[str, str], consistent: bool = True) -> dict[str, Any] | None:
+        r = self.db.get_item(TableName=self.table, Key=serialize(key), ConsistentRead=consistent)
+        return deserialize(r["Item"]) if "Item" in r else None
+
+    def _query(
+        self,
+        pk: str,
+        prefix: str | None = None,
+        *,
+        after: str | None = None,
+        forward: bool = True,
+        limit: int | None = None,
+        consistent: bool = True,
+    ) -> Iterator[dict[str, Any]]:
+        expr = "pk = :pk"
+        vals: dict[str, Any] = {":pk": pk}
+        if after is not None:
+            expr += " AND sk > :after"
+            vals[":after"] = after
+        elif prefix is not None:
+            expr += " AND begins_with(sk, :prefix)"
+            vals[":prefix"] = prefix
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "KeyConditionExpression": expr,
+            "ExpressionAttributeValues": _values(vals),
+            "ScanIndexForward": forward,
+            "ConsistentRead": consistent,
+        }
+        if limit:
+            kwargs["Limit"] = limit
+        while True:
+            r = self.db.query(**kwargs)
+            for item in r.get("Items", []):
+                yield deserialize(item)
+            if "LastEvaluatedKey" not in r or (limit and len(r.get("Items", [])) >= limit):
+                return
+            kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+
+    def _update(
+        self,
+        key: dict[str, str],
+        sets: dict[str, Any],
+        *,
+        condition: str | None = None,
+        cond_values: dict[str, Any] | None = None,
+        removes: tuple[str, ...] = (),
+    ) -> None:
+        names = {f"#{k}": k for k in sets} | {f"#{k}": k for k in removes}
+        expr_parts = []
+        if sets:
+            expr_parts.append("SET " + ", ".join(f"#{k} = :{k}" for k in sets))
+        if removes:
+            expr_parts.append("REMOVE " + ", ".join(f"#{k}" for k in removes))
+        vals = {f":{k}": v for k, v in sets.items()} | (cond_values or {})
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": serialize(key),
+            "UpdateExpression": " ".join(expr_parts),
+            "ExpressionAttributeNames": names,
+        }
+        if vals:
+            kwargs["ExpressionAttributeValues"] = _values(vals)
+        if condition:
+            kwargs["ConditionExpression"] = condition
+            for token in condition.replace("(", " ").replace(")", " ").replace(",", " ").split():
+                if token.startswith("#"):
+                    names.setdefault(token, token[1:])
+        self.db.update_item(**kwargs)
+
+    # --- projects ---------------------------------------------------------------------------------
+
+    def create_project(self, project: Project, key_hash: str) -> None:
+        doc = project.model_dump(mode="json")
+        doc["signing_secret"] = project.signing_secret.get_secret_value()
+        doc["settings"] = self._settings_doc(project.settings)
+        self.db.transact_write_items(
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": serialize({**keys.project_key(project.id), **doc}),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": serialize(
+                            {
+                                **keys.project_api_key(project.id, key_hash),
+                                "project_id": project.id,
+                                "created_at": project.created_at,
+                            }
+                        ),
+                    }
+                },
+            ]
+        )
+
+    @staticmethod
+    def _settings_doc(settings: ProjectSettings) -> dict[str, Any]:
+        doc = settings.model_dump(mode="json")
+        for name, provider in settings.providers.items():
+            doc["providers"][name]["api_key"] = provider.api_key.get_secret_value() if provider.api_key else None
+        return doc
+
+    def get_project(self, project_id: str) -> Project | None:
+        item = self._get(keys.project_key(project_id))
+        return Project.model_validate(_strip_keys(item)) if item else None
+
+    def project_key_matches(self, project_id: str, key_hash: str) -> bool:
+        return self._get(keys.project_api_key(project_id, key_hash), consistent=False) is not None
+
+    def save_project_settings(self, project_id: str, settings: ProjectSettings) -> None:
+        self._update(
+            keys.project_key(project_id), {"settings": self._settings_doc(settings)}, condition="attribute_exists(pk)"
+        )
+
+    # --- sessions ---------------------------------------------------------------------------------
+
+    def _session_item(self, s: Session) -> dict[str, Any]:
+        doc = s.model_dump(mode="json", exclude_none=True)
+        return {
+            **keys.session_key(s.id),
+            **doc,
+            "gsi1pk": keys.owner_index(s.project_id, s.owner),
+            "gsi1sk": keys.owner_sort(s.updated_at, s.id),
+        }
+
+    def get_session(self, session_id: str) -> Session | None:
+        item = self._get(keys.session_key(session_id))
+        return Session.model_validate(_strip_keys(item)) if item else None
+
+    def list_sessions(
+        self, project_id: str, owner: str, *, user_ref: str | None, limit: int, offset: int
+    ) -> tuple[list[Session], bool]:
+        """A page of one subject's sessions, newest activity first, and whether another page follows."""
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "GSI1",
+            "KeyConditionExpression": "gsi1pk = :pk",
+            "ExpressionAttributeValues": _values({":pk": keys.owner_index(project_id, owner)}),
+            "ScanIndexForward": False,
+        }
+        if user_ref is not None:
+            kwargs["FilterExpression"] = "user_ref = :ref"
+            kwargs["ExpressionAttributeValues"] = _values(
+                {":pk": keys.owner_index(project_id, owner), ":ref": user_ref}
+            )
+        wanted = offset + limit + 1
+        found: list[Session] = []
+        while len(found) < wanted:
+            r = self.db.query(**kwargs)
+            found.extend(Session.model_validate(_strip_keys(deserialize(i))) for i in r.get("Items", []))
+            if "LastEvaluatedKey" not in r:
+                break
+            kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+        page = found[offset : offset + limit]
+        return page, len(found) > offset + limit
+
+    def set_title(self, session_id: str, title: str | None) -> None:
+        if title is None:
+            self._update(keys.session_key(session_id), {}, removes=("title",), condition="attribute_exists(pk)")
+        else:
+            self._update(keys.session_key(session_id), {"title": title}, condition="attribute_exists(pk)")
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete the session and everything stored under it; refuses while a turn is running on it."""
+        try:
+            self.db.delete_item(
+                TableName=self.table,
+                Key=serialize(keys.session_key(session_id)),
+                ConditionExpression="attribute_not_exists(active_run)",
+            )
+        except ClientError as e:
+            if _failed_condition(e):
+                current = self.get_session(session_id)
+                if current and current.active_run:
+                    raise Conflict(
+                        f"A turn is running on this conversation (run {current.active_run}); cancel it or let it "
+                        "finish before deleting the conversation.",
+                        code="turn_running",
+                    ) from e
+                return
+            raise
+        items = [{"pk": i["pk"], "sk": i["sk"]} for i in self._query(keys.session_pk(session_id))]
+        for start in range(0, len(items), 25):
+            batch = [{"DeleteRequest": {"Key": serialize(k)}} for k in items[start : start + 25]]
+            self.db.batch_write_item(RequestItems={self.table: batch})
+
+    def create_session_with_messages(self, session: Session, messages: list[Message]) -> None:
+        """Write a new session and its messages (used by fork); the session item goes last so a
+        half-done copy is never listed."""
+        for start in range(0, len(messages), 25):
+            batch = [{"PutRequest": {"Item": serialize(self._message_item(m))}} for m in messages[start : start + 25]]
+            self.db.batch_write_item(RequestItems={self.table: batch})
+        self.db.put_item(
+            TableName=self.table,
+            Item=serialize(self._session_item(session)),
+            ConditionExpression="attribute_not_exists(pk)",
+        )
+
+    # --- messages ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _message_item(m: Message) -> dict[str, Any]:
+        doc = m.model_dump(mode="json", exclude_none=True)
+        if not isinstance(m.content, str) and m.content is not None:
+            doc["content_json"] = json.dumps(m.content)
+            doc.pop("content", None)
+        return {**keys.message_key(m.session_id, m.seq), **doc}
+
+    @staticmethod
+    def _message_from(item: dict[str, Any]) -> Message:
+        doc = _strip_keys(item)
+        if "content_json" in doc:
+            doc["content"] = json.loads(doc.pop("content_json"))
+        return Message.model_validate(doc)
+
+    def list_messages(self, session_id: str) -> list[Message]:
+        return [self._message_from(i) for i in self._query(keys.session_pk(session_id), keys.MESSAGE_PREFIX)]
+
+    def append_messages(self, session_id: str, messages: list[Message]) -> list[Message]:
+        """Give the messages the next sequence numbers of the session and store them."""
+        if not messages:
+            return []
+        r = self.db.update_item(
+            TableName=self.table,
+            Key=serialize(keys.session_key(session_id)),
+            UpdateExpression="ADD msg_seq :n SET updated_at = :now",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues=_values({":n": len(messages), ":now": time.time()}),
+            ReturnValues="UPDATED_NEW",
+        )
+        last = int(deserialize(r["Attributes"])["msg_seq"])
+        first = last - len(messages) + 1
+        stored = [m.model_copy(update={"seq": first + i, "session_id": session_id}) for i, m in enumerate(messages)]
+        for start in range(0, len(stored), 25):
+            batch = [{"PutRequest": {"Item": serialize(self._message_item(m))}} for m in stored[start : start + 25]]
+            self.db.batch_write_item(RequestItems={self.table: batch})
+        return stored
+
+    def mark_turn_abandoned(self, session_id: str, turn_id: str) -> None:
+        """The turn produced no answer: its user messages stay visible, flagged; nothing of it is replayed."""
+        for m in self.list_messages(session_id):
+            if m.turn_id != turn_id or m.abandoned:
+                continue
+            sets: dict[str, Any] = {"abandoned": True}
+            if m.role == "user":
+                sets["extra"] = {**m.extra, "turn_abandoned": True}
+            self._update(keys.message_key(session_id, m.seq), sets)
+
+    # --- turns, runs, the session claim -----------------------------------------------------------
+
+    def begin_turn(
+        self,
+        session: Session,
+        *,
+        created: bool,
+        expected_seq: int,
+        messages: list[Message],
+        turn: Turn,
+        run: Run,
+        idempotency_key: str | None = None,
+        idempotency_seconds: int = 86400,
+    ) -> None:
+        """Claim the session for `run` and write the turn's opening records in one transaction.
+
+        Raises Contended when a condition fails (another turn holds the session, or a message landed meanwhile,
+        or the idempotency key is taken); the caller re-reads and decides what to tell the client.
+        """
+        now = session.updated_at
+        items: list[dict[str, Any]] = []
+        if created:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": serialize(self._session_item(session)),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        else:
+            items.append(
+                {
+                    "Update": {
+                        "TableName": self.table,
+                        "Key": serialize(keys.session_key(session.id)),
+                        "UpdateExpression": "SET active_run = :r, active_turn = :t, last_run = :r, msg_seq = :seq, "
+                        "updated_at = :now, gsi1sk = :sort",
+                        "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(active_run) AND msg_seq = :old",
+                        "ExpressionAttributeValues": _values(
+                            {
+                                ":r": run.id,
+                                ":t": turn.id,
+                                ":seq": session.msg_seq,
+                                ":now": now,
+                                ":old": expected_seq,
+                                ":sort": keys.owner_sort(now, session.id),
+                            }
+                        ),
+                    }
+                }
+            )
+        for m in messages:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": serialize(self._message_item(m)),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        items.append(
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": serialize({**keys.turn_key(turn.id), **turn.model_dump(mode="json")}),
+                }
+            }
+        )
+        items.append(
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": serialize({**keys.run_key(run.id), **run.model_dump(mode="json")}),
+                }
+            }
+        )
+        if idempotency_key is not None:
+            idem = {
+                **keys.idempotency_key(turn.project_id, turn.owner, idempotency_key),
+                "run_id": run.id,
+                "session_id": session.id,
+                "expires_at": int(now) + idempotency_seconds,
+            }
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": serialize(idem),
+                        "ConditionExpression": "attribute_not_exists(pk) OR expires_at < :now",
+                        "ExpressionAttributeValues": _values({":now": int(now)}),
+                    }
+                }
+            )
+        try:
+            self.db.transact_write_items(TransactItems=items)
+        except ClientError as e:
+            if _failed_condition(e):
+                raise Contended("the conversation changed while the turn was being claimed") from e
+            raise
+
+    def get_idempotent(self, project_id: str, owner: str, key: str) -> dict[str, Any] | None:
+        item = self._get(keys.idempotency_key(project_id, owner, key))
+        if item and int(item.get("expires_at", 0)) > time.time():
+            return item
+        return None
+
+    def release_session(self, session_id: str, run_id: str) -> None:
+        try:
+            self._update(
+                keys.session_key(session_id),
+                {"updated_at": time.time()},
+                removes=("active_run", "active_turn"),
+                condition="active_run = :r",
+                cond_values={":r": run_id},
+            )
+        except ClientError as e:
+            if not _failed_condition(e):
+                raise
+
+    def get_turn(self, turn_id: str) -> Turn | None:
+        item = self._get(keys.turn_key(turn_id))
+        return Turn.model_validate(_strip_keys(item)) if item else None
+
+    def save_turn(self, turn: Turn) -> None:
+        self.db.put_item(
+            TableName=self.table, Item=serialize({**keys.turn_key(turn.id), **turn.model_dump(mode="json")})
+        )
+
+    def update_turn(self, turn_id: str, **fields: Any) -> None:
+        self._update(keys.turn_key(turn_id), fields, condition="attribute_exists(pk)")
+
+    def get_run(self, run_id: str) -> Run | None:
+        item = self._get(keys.run_key(run_id))
+        return Run.model_validate(_strip_keys(item)) if item else None
+
+    def update_run(
+        self, run_id: str, *, condition: str | None = None, cond_values: dict[str, Any] | None = None, **fields: Any
+    ) -> bool:
+        try:
+            self._update(
+                keys.run_key(run_id), fields, condition=condition or "attribute_exists(pk)", cond_values=cond_values
+            )
+            return True
+        except ClientError as e:
+            if _failed_condition(e):
+                return False
+            raise
+
+    # --- frames -----------------------------------------------------------------------------------
+
+    def last_frame_seq(self, run_id: str) -> int:
+        for item in self._query(keys.run_pk(run_id), keys.FRAME_PREFIX, forward=False, limit=1):
+            return int(item["seq"])
+        return 0
+
+    def put_frame(self, run_id: str, seq: int, event: str, data: dict[str, Any], expires_at: int | None = None) -> bool:
+        """Write one frame unless that sequence number is already taken (a retried writer never overwrites)."""
+        item: dict[str, Any] = {
+            **keys.frame_key(run_id, seq),
+            "seq": seq,
+            "event": event,
+            "data": json.dumps(data, separators=(",", ":")),
+            "at": time.time(),
+        }
+        if expires_at is not None:
+            item["expires_at"] = expires_at
+        try:
+            self.db.put_item(TableName=self.table, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)")
+            return True
+        except ClientError as e:
+            if _failed_condition(e):
+                return False
+            raise
+
+    def frames_after(self, run_id: str, after_seq: int, limit: int | None = None) -> list[dict[str, Any]]:
+        out = []
+        for item in self._query(keys.run_pk(run_id), after=keys.frame_sort(after_seq), limit=limit):
+            if not item["sk"].startswith(keys.FRAME_PREFIX):
+                break
+            out.append(
+                {
+                    "seq": int(item["seq"]),
+                    "event": item["event"],
+                    "data": json.loads(item["data"]),
+                    "expires_at": item.get("expires_at"),
+                }
+            )
+        return out
+
+    def require_session(self, session_id: str) -> Session:
+        s = self.get_session(session_id)
+        if s is None:
+            raise NotFound(f"No conversation {session_id} exists for this user.")
+        return s

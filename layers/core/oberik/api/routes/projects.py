@@ -1,0 +1,206 @@
+"""Control plane: projects, their keys, settings and end-user tokens (X-API-Key)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Literal
+
+from fastapi import APIRouter, status
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+from oberik.api.deps import AdminDep, ProjectDep, SettingsDep, StoreDep, forget_project
+from oberik.domain.capabilities import unknown_capabilities
+from oberik.domain.errors import Invalid
+from oberik.domain.identity import TokenClaims, hash_key, mint_token, new_project_key, new_signing_secret
+from oberik.domain.ids import new_id
+from oberik.domain.llm import Effort
+from oberik.domain.models import Project, ProjectSettings, ProviderSettings
+from oberik.domain.tools import BY_NAME
+from oberik.engine.models import resolver_for
+
+router = APIRouter(prefix="/api/projects", tags=["projects"])
+
+
+class ProjectCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=100)
+
+
+class ProjectCreated(BaseModel):
+    id: str
+    name: str
+    key: str = Field(description="the project key; shown once, stored only as a hash")
+    created_at: float
+
+
+@router.post("", status_code=status.HTTP_201_CREATED, response_model=ProjectCreated)
+def create_project(body: ProjectCreate, _: AdminDep, store: StoreDep) -> ProjectCreated:
+    project = Project(
+        id=new_id("p"), name=body.name.strip(), created_at=time.time(), signing_secret=SecretStr(new_signing_secret())
+    )
+    key = new_project_key(project.id)
+    store.create_project(project, hash_key(key))
+    return ProjectCreated(id=project.id, name=project.name, key=key, created_at=project.created_at)
+
+
+class TokenCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    subject: str = Field(min_length=1, max_length=256, description="who the end-user is, in your own terms")
+    scope: str | None = Field(default=None, max_length=256)
+    roles: list[str] = Field(default_factory=list, max_length=50)
+    groups: list[str] = Field(default_factory=list, max_length=100)
+    capabilities: list[str] | None = Field(default=None, description="defaults to the project's whole ceiling")
+    models: list[str] | None = Field(default=None, description="provider/model names this user may pick; null: any")
+    max_effort: Effort | None = None
+    ttl: int = Field(default=3600, ge=60, description="lifetime in seconds")
+    user_ref: str | None = Field(default=None, max_length=200)
+    tenant_id: str | None = Field(default=None, max_length=200)
+
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("subject is blank: name the end-user this token is for")
+        return v
+
+
+class TokenMinted(BaseModel):
+    token: str
+    expires_at: int
+    subject: str
+    capabilities: list[str]
+
+
+@router.post("/{id}/tokens", status_code=status.HTTP_201_CREATED, response_model=TokenMinted)
+def mint(body: TokenCreate, project: ProjectDep, settings: SettingsDep) -> TokenMinted:
+    if body.ttl > settings.max_token_ttl_seconds:
+        raise Invalid(f"ttl may be at most {settings.max_token_ttl_seconds} seconds.", field="ttl")
+    caps = list(project.settings.capabilities) if body.capabilities is None else body.capabilities
+    unknown = unknown_capabilities(caps)
+    if unknown:
+        raise Invalid(f"capabilities names unknown capabilities: {', '.join(unknown)}.", field="capabilities")
+    now = int(time.time())
+    claims = TokenClaims(
+        sub=body.subject,
+        pid=project.id,
+        tenant_id=body.tenant_id or project.id,
+        scope=body.scope,
+        roles=body.roles,
+        groups=body.groups,
+        capabilities=sorted(set(caps)),
+        models=body.models,
+        max_effort=body.max_effort,
+        user_ref=body.user_ref,
+        iat=now,
+        exp=now + body.ttl,
+        jti=uuid.uuid4().hex,
+    )
+    token = mint_token(claims, project.signing_secret.get_secret_value())
+    return TokenMinted(token=token, expires_at=claims.exp, subject=claims.sub, capabilities=claims.capabilities)
+
+
+class ProviderPublic(BaseModel):
+    base_url: str | None
+    api_key_set: bool
+
+
+class SettingsPublic(BaseModel):
+    capabilities: list[str]
+    allowed_tools: list[str] | None
+    system_prompt: str | None
+    default_model: str
+    providers: dict[str, ProviderPublic]
+    webhook_url: str | None
+    handoff_autodetect: bool
+    embedding_model: str | None
+    citations: dict[str, str]
+
+
+def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
+    return SettingsPublic(
+        capabilities=ps.capabilities,
+        allowed_tools=ps.allowed_tools,
+        system_prompt=ps.system_prompt,
+        default_model=ps.default_model or settings.default_model,
+        providers={
+            n: ProviderPublic(base_url=p.base_url, api_key_set=p.api_key is not None) for n, p in ps.providers.items()
+        },
+        webhook_url=ps.webhook_url,
+        handoff_autodetect=ps.handoff_autodetect,
+        embedding_model=ps.embedding_model,
+        citations={"markers": ps.citations_markers},
+    )
+
+
+@router.get("/{id}/settings", response_model=SettingsPublic)
+def get_project_settings(project: ProjectDep, settings: SettingsDep) -> SettingsPublic:
+    return _public(project.settings, settings)
+
+
+class SettingsPatch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    capabilities: list[str] | None = None
+    allowed_tools: list[str] | None = None
+    system_prompt: str | None = Field(default=None, max_length=50_000)
+    default_model: str | None = None
+    providers: dict[str, ProviderSettings | None] | None = None
+    webhook_url: str | None = None
+    handoff_autodetect: bool | None = None
+    embedding_model: str | None = None
+
+
+@router.patch("/{id}/settings", response_model=SettingsPublic)
+def patch_project_settings(
+    body: SettingsPatch, project: ProjectDep, store: StoreDep, settings: SettingsDep
+) -> SettingsPublic:
+    sent = body.model_dump(exclude_unset=True)
+    current = project.settings.model_copy(deep=True)
+    if "capabilities" in sent:
+        if body.capabilities is None:
+            raise Invalid(
+                "capabilities cannot be null; send the list of capabilities the project allows.", field="capabilities"
+            )
+        unknown = unknown_capabilities(body.capabilities)
+        if unknown:
+            raise Invalid(f"capabilities names unknown capabilities: {', '.join(unknown)}.", field="capabilities")
+        current.capabilities = sorted(set(body.capabilities))
+    if "allowed_tools" in sent:
+        if body.allowed_tools is not None:
+            unknown = sorted(set(body.allowed_tools) - set(BY_NAME))
+            if unknown:
+                raise Invalid(
+                    f"allowed_tools names tools that do not exist: {', '.join(unknown)}.", field="allowed_tools"
+                )
+        current.allowed_tools = body.allowed_tools
+    if "providers" in sent and body.providers is not None:
+        for name, provider in body.providers.items():
+            if name == "offline":
+                raise Invalid("'offline' is the built-in model and cannot be configured.", field="providers")
+            if provider is None:
+                current.providers.pop(name, None)
+            else:
+                current.providers[name] = provider
+    for simple in ("system_prompt", "webhook_url", "embedding_model", "default_model"):
+        if simple in sent:
+            setattr(current, simple, sent[simple])
+    if "handoff_autodetect" in sent and body.handoff_autodetect is not None:
+        current.handoff_autodetect = body.handoff_autodetect
+    if current.default_model:
+        resolver_for(current.providers, settings)(current.default_model)
+    store.save_project_settings(project.id, current)
+    forget_project(project.id)
+    return _public(current, settings)
+
+
+class CitationsSetting(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    markers: Literal["inline", "stripped"]
+
+
+@router.put("/{id}/citations", response_model=CitationsSetting)
+def put_citations(body: CitationsSetting, project: ProjectDep, store: StoreDep) -> CitationsSetting:
+    current = project.settings.model_copy(update={"citations_markers": body.markers})
+    store.save_project_settings(project.id, current)
+    forget_project(project.id)
+    return body

@@ -1,0 +1,159 @@
+"""The platform's entities, a model family each: what is stored, what is created, what is shown."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from oberik.domain.capabilities import DEFAULT_CEILING
+from oberik.domain.llm import Effort
+
+# --- projects -------------------------------------------------------------------------------------
+
+
+class ProviderSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+
+
+class ProjectSettings(BaseModel):
+    """What a project's owner configures. Secrets inside (provider keys) are never shown back."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    capabilities: list[str] = Field(default_factory=lambda: list(DEFAULT_CEILING))
+    allowed_tools: list[str] | None = None
+    system_prompt: str | None = None
+    default_model: str | None = None
+    providers: dict[str, ProviderSettings] = Field(default_factory=dict)
+    webhook_url: str | None = None
+    handoff_autodetect: bool = True
+    embedding_model: str | None = None
+    citations_markers: Literal["inline", "stripped"] = "inline"
+
+
+class Project(BaseModel):
+    id: str
+    name: str
+    created_at: float
+    signing_secret: SecretStr
+    settings: ProjectSettings = Field(default_factory=ProjectSettings)
+
+
+# --- sessions and messages ------------------------------------------------------------------------
+
+
+class Session(BaseModel):
+    id: str
+    project_id: str
+    owner: str
+    user_ref: str | None = None
+    title: str | None = None
+    created_at: float
+    updated_at: float
+    msg_seq: int = 0
+    active_run: str | None = None
+    active_turn: str | None = None
+    last_run: str | None = None
+    forked_from: str | None = None
+
+
+class SessionPublic(BaseModel):
+    id: str
+    title: str | None
+    user_ref: str | None
+    created_at: float
+    updated_at: float
+    forked_from: str | None = None
+
+
+Role = Literal["user", "assistant", "tool"]
+
+
+class Message(BaseModel):
+    id: str
+    session_id: str
+    seq: int
+    role: Role
+    content: str | list[dict[str, Any]] | None
+    turn_id: str | None = None
+    created_at: float
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+    # Internal: the message belongs to a turn that produced no answer; it is never replayed to the model.
+    abandoned: bool = False
+
+
+class MessagePublic(BaseModel):
+    id: str
+    role: Role
+    content: str | list[dict[str, Any]] | None
+    created_at: float
+    turn_id: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+# --- turns and runs -------------------------------------------------------------------------------
+
+TurnStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
+
+
+class TurnPlan(BaseModel):
+    """Everything decided when the turn was requested, so every step runs under the same rules."""
+
+    model: str  # provider/model
+    temperature: float = 0.2
+    reasoning_effort: Effort | None = None
+    system_prompt: str | None = None  # the project's, authoritative
+    extra_system_prompt: str | None = None  # the request's, additional
+    tools: list[str] = Field(default_factory=list)
+
+
+class Turn(BaseModel):
+    id: str
+    session_id: str
+    project_id: str
+    owner: str
+    run_id: str
+    status: TurnStatus = "running"
+    plan: TurnPlan
+    steps: int = 0
+    executions: int = 1
+    execution_arn: str | None = None
+    task_token: str | None = None
+    created_at: float
+    content: str = ""  # everything the turn has said so far, across steps
+    answer: str = ""  # the last step's text: the assistant message stored when the turn finishes
+    reasoning: str = ""
+    finish_reason: str | None = None
+    warnings: list[str] = Field(default_factory=list)
+    error: dict[str, Any] | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+
+
+RunStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
+TERMINAL_RUN = frozenset({"paused", "completed", "failed", "cancelled"})
+
+
+class Run(BaseModel):
+    id: str
+    turn_id: str
+    session_id: str
+    project_id: str
+    owner: str
+    status: RunStatus = "running"
+    blocking: bool = False
+    cancel_requested: bool = False
+    last_seq: int = 0
+    created_at: float
+    ended_at: float | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None

@@ -1,0 +1,46 @@
+"""What the model is shown: the system prompts, then the conversation as it stands."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oberik.domain.models import Message, TurnPlan
+
+PLATFORM_PREAMBLE = (
+    "You are an assistant working inside an application. Use the tools you are given when the answer depends on "
+    "them (for example the current time), and answer plainly once you have what you need."
+)
+
+
+def system_messages(plan: TurnPlan) -> list[dict[str, Any]]:
+    parts = [PLATFORM_PREAMBLE]
+    if plan.system_prompt:
+        parts.append("## Project instructions (authoritative)\n" + plan.system_prompt.strip())
+    if plan.extra_system_prompt:
+        parts.append(
+            "## Additional instructions for this request\n"
+            "These come from the caller and add to the project instructions above. "
+            "Where the two conflict, the project instructions win.\n\n" + plan.extra_system_prompt.strip()
+        )
+    return [{"role": "system", "content": "\n\n".join(parts)}]
+
+
+def history(messages: list[Message]) -> list[dict[str, Any]]:
+    """The stored conversation in OpenAI form: abandoned turns left out, tool calls kept paired with results."""
+    kept = [m for m in messages if not m.abandoned]
+    answered = {m.tool_call_id for m in kept if m.role == "tool" and m.tool_call_id}
+    out: list[dict[str, Any]] = []
+    for m in kept:
+        if m.role == "user":
+            out.append({"role": "user", "content": m.content})
+        elif m.role == "assistant":
+            calls = [c for c in (m.tool_calls or []) if c.get("id") in answered]
+            entry: dict[str, Any] = {"role": "assistant", "content": m.content or ""}
+            if calls:
+                entry["tool_calls"] = calls
+            elif not m.content:
+                continue
+            out.append(entry)
+        elif m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content or ""})
+    return out

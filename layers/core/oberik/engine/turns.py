@@ -1,0 +1,270 @@
+"""Starting a turn: every check first, then one transaction that claims the conversation, then the execution."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from oberik.domain.capabilities import Gate, Infrastructure, resolve_toolset
+from oberik.domain.chat import ChatRequest
+from oberik.domain.errors import Conflict, Contended, Forbidden, Invalid, NotFound
+from oberik.domain.identity import TokenClaims
+from oberik.domain.ids import new_id
+from oberik.domain.llm import EFFORTS, Effort
+from oberik.domain.models import Message, Project, Run, Session, Turn, TurnPlan
+from oberik.domain.tools import BY_NAME
+from oberik.observability import logger
+
+IDEMPOTENCY_SECONDS = 24 * 3600
+
+# Request fields whose features this deployment does not run yet: refused by name rather than ignored.
+_NOT_YET = {
+    "client_tools": "client tools",
+    "ui_tools": "UI components",
+    "mcp_servers": "request-time MCP servers",
+    "tags": "document retrieval (tags)",
+    "document_ids": "document retrieval (document_ids)",
+}
+
+
+def gate_for(
+    project: Project,
+    claims: TokenClaims,
+    *,
+    flags: dict[str, bool] | None = None,
+    request_allowed: list[str] | None = None,
+) -> Gate:
+    ps = project.settings
+    return Gate(
+        ceiling=frozenset(ps.capabilities),
+        token=frozenset(claims.capabilities),
+        flags=flags or {},
+        project_allowed=frozenset(ps.allowed_tools) if ps.allowed_tools is not None else None,
+        request_allowed=frozenset(request_allowed) if request_allowed is not None else None,
+        infra=Infrastructure(embedding_model=bool(ps.embedding_model)),
+    )
+
+
+def clamp_effort(asked: Effort | None, ceiling: Effort | None) -> Effort | None:
+    if asked is None or ceiling is None:
+        return asked
+    return asked if EFFORTS.index(asked) <= EFFORTS.index(ceiling) else ceiling
+
+
+def conflict_message(run_id: str) -> str:
+    return (
+        f"A turn is already running on this conversation (run {run_id}). Starting another now would put two "
+        "answers into the transcript with nothing recording which answer belongs to which message. "
+        f"Attach to the running turn with GET /chat/stream/{run_id}, or add to it with "
+        f"POST /chat/stream/{run_id}/steer."
+    )
+
+
+@dataclass
+class Started:
+    run: Run
+    attached: bool = False  # an idempotent retry: the run was started by an earlier request
+
+
+class TurnStarter:
+    def __init__(self, store: Any, orchestrator: Any, resolve_model: Any, default_model: str) -> None:
+        self.store = store
+        self.orchestrator = orchestrator
+        self.resolve_model = resolve_model  # (name) -> (Model, id); raises Invalid for unknown providers
+        self.default_model = default_model
+
+    def plan(self, req: ChatRequest, project: Project, claims: TokenClaims) -> TurnPlan:
+        if "chat" not in claims.capabilities or "chat" not in project.settings.capabilities:
+            raise Forbidden("This token may not start turns: it does not carry the chat capability.")
+        for name, what in _NOT_YET.items():
+            if getattr(req, name):
+                raise Invalid(f"{name} is not accepted yet: {what} are not available on this deployment.", field=name)
+        if req.system_prompt is not None and not (
+            "system_prompt" in claims.capabilities and "system_prompt" in project.settings.capabilities
+        ):
+            raise Forbidden(
+                "This token may not set a system prompt: it lacks the system_prompt capability. "
+                "Send the user's message without system_prompt, or mint a token that carries it."
+            )
+        model = req.model or project.settings.default_model or self.default_model
+        if req.model is not None and claims.models is not None and req.model not in claims.models:
+            allowed = ", ".join(claims.models) or "none"
+            raise Forbidden(
+                f"This token may not use model {req.model}. Models it may use: {allowed}.", code="model_not_allowed"
+            )
+        self.resolve_model(model)  # unknown provider -> Invalid, before anything is written
+        if req.allowed_tools is not None:
+            unknown = sorted(set(req.allowed_tools) - set(BY_NAME))
+            if unknown:
+                raise Invalid(
+                    f"allowed_tools names tools that do not exist: {', '.join(unknown)}. "
+                    "GET /tools lists the ones this token can be given.",
+                    field="allowed_tools",
+                )
+        toolset = resolve_toolset(gate_for(project, claims, flags=req.flags(), request_allowed=req.allowed_tools))
+        return TurnPlan(
+            model=model,
+            temperature=0.2 if req.temperature is None else req.temperature,
+            reasoning_effort=clamp_effort(req.reasoning_effort, claims.max_effort),
+            system_prompt=project.settings.system_prompt,
+            extra_system_prompt=req.system_prompt,
+            tools=toolset.names,
+        )
+
+    def session_for(self, req: ChatRequest, project: Project, claims: TokenClaims) -> tuple[Session, bool]:
+        now = time.time()
+        if req.session_id is None:
+            return Session(
+                id=new_id("s"),
+                project_id=project.id,
+                owner=claims.sub,
+                user_ref=req.user_ref or claims.user_ref,
+                title=req.title,
+                created_at=now,
+                updated_at=now,
+            ), True
+        session = self.store.get_session(req.session_id)
+        if session is None or session.project_id != project.id or session.owner != claims.sub:
+            raise NotFound(f"No conversation {req.session_id} exists for this user.", code="session_not_found")
+        if req.title is not None:
+            raise Invalid(
+                "title names a new conversation only; rename this one with PATCH /chat/sessions/{id}.", field="title"
+            )
+        if req.user_ref is not None and req.user_ref != session.user_ref:
+            raise Invalid("user_ref is set when a conversation is created and cannot change.", field="user_ref")
+        if session.active_run:
+            raise Conflict(conflict_message(session.active_run), code="turn_running")
+        return session, False
+
+    def start(self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool) -> Started:
+        if req.resuming:
+            raise Conflict(
+                "Nothing on this conversation is waiting for tool results, decisions or answers; "
+                "send a message to start a turn.",
+                code="nothing_to_resume",
+            )
+        if req.idempotency_key:
+            seen = self.store.get_idempotent(project.id, claims.sub, req.idempotency_key)
+            if seen:
+                run = self.store.get_run(seen["run_id"])
+                if run is not None:
+                    return Started(run, attached=True)
+        plan = self.plan(req, project, claims)
+        for _attempt in range(3):
+            session, created = self.session_for(req, project, claims)
+            try:
+                return self._begin(req, project, claims, session, created, plan, blocking)
+            except Contended as e:
+                current = self.store.get_session(session.id)
+                if current is not None and current.active_run:
+                    raise Conflict(conflict_message(current.active_run), code="turn_running") from e
+                if req.idempotency_key:
+                    seen = self.store.get_idempotent(project.id, claims.sub, req.idempotency_key)
+                    if seen and (run := self.store.get_run(seen["run_id"])) is not None:
+                        return Started(run, attached=True)
+                if created:
+                    raise
+        raise Conflict(
+            "The conversation kept changing while this turn was being started; send it again.", code="session_busy"
+        )
+
+    def _begin(
+        self,
+        req: ChatRequest,
+        project: Project,
+        claims: TokenClaims,
+        session: Session,
+        created: bool,
+        plan: TurnPlan,
+        blocking: bool,
+    ) -> Started:
+        now = time.time()
+        turn_id, run_id = new_id("t"), new_id("r")
+        texts: list[Any] = [req.message, *req.messages]
+        expected = session.msg_seq
+        messages = [
+            Message(
+                id=new_id("m"),
+                session_id=session.id,
+                seq=expected + i + 1,
+                role="user",
+                content=text,
+                turn_id=turn_id,
+                created_at=now,
+            )
+            for i, text in enumerate(texts)
+        ]
+        claimed = session.model_copy(
+            update={
+                "msg_seq": expected + len(messages),
+                "active_run": run_id,
+                "active_turn": turn_id,
+                "last_run": run_id,
+                "updated_at": now,
+            }
+        )
+        turn = Turn(
+            id=turn_id,
+            session_id=session.id,
+            project_id=project.id,
+            owner=claims.sub,
+            run_id=run_id,
+            plan=plan,
+            created_at=now,
+        )
+        run = Run(
+            id=run_id,
+            turn_id=turn_id,
+            session_id=session.id,
+            project_id=project.id,
+            owner=claims.sub,
+            blocking=blocking,
+            created_at=now,
+        )
+        self.store.begin_turn(
+            claimed,
+            created=created,
+            expected_seq=expected,
+            messages=messages,
+            turn=turn,
+            run=run,
+            idempotency_key=req.idempotency_key,
+            idempotency_seconds=IDEMPOTENCY_SECONDS,
+        )
+        try:
+            arn = self.orchestrator.start(turn_id, {"turn_id": turn_id, "run_id": run_id, "execution_steps": 0})
+        except Exception:
+            logger.exception("could not start the turn's execution", turn_id=turn_id)
+            self.store.update_run(
+                run_id,
+                status="failed",
+                ended_at=time.time(),
+                error={"code": "internal", "detail": "The turn could not be started."},
+            )
+            self.store.mark_turn_abandoned(session.id, turn_id)
+            self.store.release_session(session.id, run_id)
+            raise
+        self.store.update_turn(turn_id, execution_arn=arn)
+        logger.info("turn started", turn_id=turn_id, run_id=run_id, session_id=session.id)
+        return Started(run)
+
+
+def wait_for_run(store: Any, run_id: str, *, timeout: float, poll: float) -> Run:
+    """Block until the run reaches a terminal status (completed, paused, failed, cancelled) or `timeout`."""
+    from oberik.domain.models import TERMINAL_RUN
+
+    deadline = time.monotonic() + timeout
+    delay = poll
+    while True:
+        run = store.get_run(run_id)
+        if run is not None and run.status in TERMINAL_RUN:
+            return run
+        if time.monotonic() >= deadline:
+            raise Conflict(
+                f"The turn (run {run_id}) is still running after {int(timeout)} s; it carries on. "
+                f"Attach with GET /chat/stream/{run_id} or read the conversation later.",
+                code="turn_still_running",
+            )
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.25)
