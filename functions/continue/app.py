@@ -1,0 +1,15 @@
+"""The turn's ContinueAsNew task: carry the turn on in a fresh execution."""
+
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from oberik.engine.handlers import continue_turn
+from oberik.observability import logger, metrics, tracer
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return continue_turn(event)
