@@ -74,9 +74,7 @@ def install(app: FastAPI) -> None:
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [{"field": _field(tuple(e.get("loc", ()))), "message": _sentence(e)} for e in exc.errors()]
         detail = "; ".join(dict.fromkeys(e["message"] for e in errors)) or "the request is not valid"
-        return JSONResponse(
-            error_body(detail[0].upper() + detail[1:] + ".", "invalid_request", errors=errors), status_code=422
-        )
+        return JSONResponse(error_body(detail + ".", "invalid_request", errors=errors), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
