@@ -12,6 +12,8 @@ from oberik.settings import Settings, get_settings
 
 _lock = threading.Lock()
 _clients: dict[tuple[str, str, str | None], Any] = {}
+# One session for every client: each new session re-reads botocore's endpoint data (~0.3 s).
+_session: boto3.session.Session | None = None
 
 
 def client(service: str, settings: Settings | None = None) -> Any:
@@ -20,7 +22,10 @@ def client(service: str, settings: Settings | None = None) -> Any:
     with _lock:
         found = _clients.get(key)
         if found is None:
-            found = boto3.session.Session().client(
+            global _session
+            if _session is None:
+                _session = boto3.session.Session()
+            found = _session.client(
                 service,  # type: ignore[call-overload]
                 region_name=s.region,
                 endpoint_url=s.endpoint_url,
@@ -32,5 +37,7 @@ def client(service: str, settings: Settings | None = None) -> Any:
 
 def reset_clients() -> None:
     """Forget cached clients (tests and the local stack call this when the endpoint changes)."""
+    global _session
     with _lock:
         _clients.clear()
+        _session = None

@@ -1,0 +1,202 @@
+"""The `oberik` command. `oberik dev` runs the whole platform on this machine, with no AWS account.
+
+Heavy imports (moto, uvicorn, the app) happen inside the commands so `oberik --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+DEV_FILE = Path(".oberik") / "dev.json"
+DEV_PROJECT = "dev"
+DEV_SUBJECT = "dev-user"
+DEV_TOKEN_TTL = 30 * 24 * 3600
+STARTUP_TIMEOUT = 30.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    command: Callable[[argparse.Namespace], int] | None = getattr(args, "handler", None)
+    if command is None:
+        parser.print_help()
+        return 2
+    return command(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="oberik", description="A self-hosted agent platform on AWS serverless.")
+    commands = parser.add_subparsers(title="commands", metavar="<command>")
+
+    dev = commands.add_parser(
+        "dev",
+        help="run the platform locally (embedded AWS, the API and the playground)",
+        description="Run the whole platform on this machine against an embedded moto server: no AWS account needed. "
+        f"Creates a '{DEV_PROJECT}' project and a token, prints them and writes them to {DEV_FILE}.",
+    )
+    dev.add_argument("--host", default="127.0.0.1", help="interface for the API (default: %(default)s)")
+    dev.add_argument("--port", type=int, default=8000, help="port for the API (default: %(default)s)")
+    dev.set_defaults(handler=dev_command)
+    return parser
+
+
+def dev_command(args: argparse.Namespace) -> int:
+    """Start the embedded stack and the API, bootstrap a dev project, and serve until Ctrl-C / SIGTERM."""
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        return _serve_dev(args.host, args.port, stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _serve_dev(host: str, port: int, stop: threading.Event) -> int:
+    import uvicorn
+
+    from oberik.local.stack import LocalStack
+    from oberik.settings import get_settings
+
+    print("Starting the embedded AWS stack (moto)...", flush=True)
+    try:
+        stack = LocalStack.server()
+    except (OSError, LookupError, RuntimeError) as exc:
+        # No template.yaml in reach, a handler that does not import, ...: say what, without a traceback.
+        print(f"error: the local stack did not start: {exc}", file=sys.stderr)
+        return 1
+    server: uvicorn.Server | None = None
+    thread: threading.Thread | None = None
+    previous_admin_key = os.environ.get("OBERIK_ADMIN_KEY")
+    try:
+        admin_key = secrets.token_urlsafe(32)
+        os.environ["OBERIK_ADMIN_KEY"] = admin_key
+        get_settings.cache_clear()
+
+        from oberik.api.app import create_app
+
+        server = uvicorn.Server(uvicorn.Config(create_app(), host=host, port=port, log_level="warning"))
+        # Off the main thread uvicorn leaves signals alone; this thread owns SIGINT/SIGTERM.
+        thread = threading.Thread(target=server.run, name="uvicorn", daemon=True)
+        thread.start()
+        if not _wait_started(server, thread, stop):
+            if stop.is_set():
+                return 0
+            print(f"error: the API did not start on {host}:{port} (is the port in use?)", file=sys.stderr)
+            return 1
+
+        url = f"http://{_reachable(host)}:{port}"
+        info = _bootstrap(url, admin_key)
+        _write_dev_file(info)
+        _print_banner(info, stack.endpoint_url or "", get_settings())
+        while not stop.wait(0.2):
+            if not thread.is_alive():
+                print("error: the API server stopped unexpectedly", file=sys.stderr)
+                return 1
+        print("\nStopping...", flush=True)
+        return 0
+    except _BootstrapError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if server is not None and thread is not None:
+            server.should_exit = True
+            thread.join(timeout=10)
+        stack.stop()
+        if previous_admin_key is None:
+            os.environ.pop("OBERIK_ADMIN_KEY", None)
+        else:
+            os.environ["OBERIK_ADMIN_KEY"] = previous_admin_key
+
+
+def _wait_started(server: Any, thread: threading.Thread, stop: threading.Event) -> bool:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline and not stop.is_set():
+        if server.started:
+            return True
+        if not thread.is_alive():
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def _reachable(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+
+
+class _BootstrapError(Exception):
+    pass
+
+
+def _bootstrap(url: str, admin_key: str) -> dict[str, str]:
+    """Create the dev project and a token through the HTTP API, as any client would."""
+    import httpx
+
+    with httpx.Client(base_url=url, timeout=30) as http:
+        created = http.post("/api/projects", headers={"X-Admin-Key": admin_key}, json={"name": DEV_PROJECT})
+        if created.status_code != 201:
+            raise _BootstrapError(f"creating the dev project failed: {created.status_code} {created.text}")
+        project = created.json()
+        minted = http.post(
+            f"/api/projects/{project['id']}/tokens",
+            headers={"X-API-Key": project["key"]},
+            json={"subject": DEV_SUBJECT, "ttl": DEV_TOKEN_TTL},
+        )
+        if minted.status_code not in (200, 201):
+            raise _BootstrapError(f"minting the dev token failed: {minted.status_code} {minted.text}")
+    return {
+        "url": url,
+        "project_id": project["id"],
+        "project_key": project["key"],
+        "token": minted.json()["token"],
+        "admin_key": admin_key,
+    }
+
+
+def _write_dev_file(info: dict[str, str]) -> None:
+    DEV_FILE.parent.mkdir(parents=True, exist_ok=True)
+    # The file holds live credentials, so it is readable by this user only; it appears complete or not at
+    # all, since scripts wait for it to know the server is up.
+    partial = DEV_FILE.with_suffix(".json.tmp")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        json.dump(info, out, indent=2)
+        out.write("\n")
+    os.replace(partial, DEV_FILE)
+
+
+def _print_banner(info: dict[str, str], aws_endpoint: str, settings: Any) -> None:
+    if settings.openai_api_key is not None:
+        model = f"model: {settings.openai_model} (OPENAI_API_KEY is set)"
+    else:
+        model = f"model: {settings.default_model}, the built-in offline model (set OPENAI_API_KEY for a real one)"
+    lines = [
+        "",
+        f"oberik dev is running at {info['url']}",
+        f"  embedded AWS:  {aws_endpoint}",
+        f"  {model}",
+        f"  project id:    {info['project_id']}",
+        f"  project key:   {info['project_key']}",
+        f"  token:         {info['token']}",
+        f"  admin key:     {info['admin_key']}",
+        f"  (saved to {DEV_FILE})",
+        "",
+        "Try:",
+        f'  curl -H "Authorization: Bearer {info["token"]}" {info["url"]}/tools',
+        "",
+        "Ctrl-C to stop.",
+    ]
+    print("\n".join(lines), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

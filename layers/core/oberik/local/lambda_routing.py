@@ -1,0 +1,146 @@
+"""Run moto's Lambda invocations as Python callables in this process.
+
+With `lambda.use_docker` switched off, moto sends every `Invoke` (from boto3 or from its Step Functions
+engine) to `LambdaSimpleBackend.invoke`, which just echoes the payload. This module swaps that method for
+a router that looks the function up in a table of callables, calls it with the decoded event and hands
+the JSON result back. A callable that raises becomes what real Lambda returns for an unhandled error: the
+`errorMessage / errorType / stackTrace` payload plus the `X-Amz-Function-Error: Unhandled` header, which
+botocore turns into `FunctionError` and Step Functions into a catchable error named after `errorType`.
+
+It is the only module in oberik that touches moto internals, which is why moto is pinned and checked below.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import traceback
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import moto
+from moto.awslambda_simple.models import LambdaSimpleBackend
+
+from oberik.observability import logger
+
+PINNED_MOTO_VERSION = "5.2.5"
+
+if moto.__version__ != PINNED_MOTO_VERSION:
+    raise RuntimeError(
+        f"oberik.local.lambda_routing replaces moto's private LambdaSimpleBackend.invoke and is only known to work "
+        f"with moto=={PINNED_MOTO_VERSION}, but moto {moto.__version__} is installed. "
+        f'Install the pinned version (pip install "oberik[local]") or re-verify the router against this moto.'
+    )
+
+Route = Callable[[dict[str, Any]], Any]
+
+_lock = threading.RLock()
+_routes: dict[str, Route] = {}
+_moto_invoke: Callable[..., Any] | None = None
+
+
+def function_name_of(name_or_arn: str) -> str:
+    """The bare function name in any form Lambda accepts.
+
+    `oberik-step`, `oberik-step:live`, `123456789012:function:oberik-step` and
+    `arn:aws:lambda:us-east-1:123456789012:function:oberik-step[:live]` all give `oberik-step`.
+    """
+    parts = name_or_arn.split(":")
+    if "function" in parts[:-1]:
+        return parts[parts.index("function") + 1]
+    return parts[0]
+
+
+def install(routes: Mapping[str, Route]) -> None:
+    """Route the given functions (names or ARNs) to their callables and switch the router on.
+
+    Routes add to (or replace by name) those already installed, so a stack and a test can each install
+    their own; calling it again with the same routes changes nothing.
+    """
+    global _moto_invoke
+    with _lock:
+        for name, target in routes.items():
+            _routes[function_name_of(name)] = target
+        if _moto_invoke is None:
+            _moto_invoke = LambdaSimpleBackend.invoke
+            LambdaSimpleBackend.invoke = _routed_invoke  # type: ignore[method-assign]
+
+
+def uninstall() -> None:
+    """Forget every route and give moto its own invoke back. Safe to call when nothing is installed."""
+    global _moto_invoke
+    with _lock:
+        _routes.clear()
+        if _moto_invoke is not None:
+            LambdaSimpleBackend.invoke = _moto_invoke  # type: ignore[method-assign]
+            _moto_invoke = None
+
+
+def installed() -> dict[str, Route]:
+    """A snapshot of the routes in force, by bare function name."""
+    with _lock:
+        return dict(_routes)
+
+
+def error_payload(exc: BaseException) -> dict[str, Any]:
+    """The body real Lambda returns when a Python handler raises."""
+    return {
+        "errorMessage": str(exc),
+        "errorType": type(exc).__name__,
+        "stackTrace": traceback.format_tb(exc.__traceback__),
+    }
+
+
+class UnroutedFunction(LookupError):
+    """Raised (as a Lambda error) when a function is invoked that no route covers."""
+
+
+def _routed_invoke(
+    self: LambdaSimpleBackend,
+    function_name: str,
+    qualifier: str | None,
+    body: Any,
+    headers: Any,
+    response_headers: Any,
+) -> bytes:
+    # Same signature as LambdaSimpleBackend.invoke; moto's response layer sends what we return as the
+    # payload and copies response_headers onto the HTTP response.
+    name = function_name_of(function_name)
+    invocation_type = (headers or {}).get("X-Amz-Invocation-Type") or "RequestResponse"
+    with _lock:
+        target = _routes.get(name)
+        known = sorted(_routes)
+    if target is None:
+        exc = UnroutedFunction(
+            f"no in-process route for Lambda function {name!r} (routed: {', '.join(known) or 'none'})"
+        )
+        response_headers["x-amz-function-error"] = "Unhandled"
+        return json.dumps(error_payload(exc)).encode()
+    if invocation_type == "DryRun":
+        return b""
+    if invocation_type == "Event":
+        # Asynchronous invocation: the caller gets its 202 at once and the function runs on its own.
+        threading.Thread(target=_run, args=(name, target, body), name=f"lambda-{name}", daemon=True).start()
+        return b""
+    payload, failed = _run(name, target, body)
+    if failed:
+        response_headers["x-amz-function-error"] = "Unhandled"
+    return payload
+
+
+def _run(name: str, target: Route, body: Any) -> tuple[bytes, bool]:
+    """Call one route; returns the payload and whether it is an error payload."""
+    try:
+        raw = body.decode() if isinstance(body, bytes) else body
+        event = json.loads(raw) if raw else {}
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.dumps(error_payload(exc) | {"errorType": "Runtime.InvalidPayload"}).encode(), True
+    try:
+        result = target(event)
+    except Exception as exc:
+        logger.exception("routed lambda raised", function=name)
+        return json.dumps(error_payload(exc)).encode(), True
+    try:
+        return json.dumps(result).encode(), False
+    except (TypeError, ValueError) as exc:
+        return json.dumps(error_payload(exc) | {"errorType": "Runtime.MarshalError"}).encode(), True
