@@ -165,3 +165,17 @@ def test_should_stop_cancels_the_prose() -> None:
     assert completion.finish_reason == "cancelled"
     assert completion.content == "".join(d.text for d in seen)
     assert len(seen) == 2
+
+
+def test_tell_me_the_time_after_a_wait_runs_wait_then_current_time() -> None:
+    # Given a request that mentions the wait first and the time second
+    messages = [{"role": "user", "content": "Now wait 2 seconds, then tell me the time again."}]
+
+    # When the model is called twice, fed the first result
+    _, first = run(messages, TOOLS)
+    answer_tool(messages, first, {"waited_seconds": 2})
+    _, second = run(messages, TOOLS)
+
+    # Then it waits first, then asks the time
+    assert [c.name for c in first.tool_calls] == ["wait"]
+    assert [c.name for c in second.tool_calls] == ["current_time"]

@@ -22,7 +22,7 @@ from typing import Any
 from oberik.domain.llm import Completion, Delta, ModelRequest, ToolCall
 
 _TIME_RE = re.compile(
-    r"what\s+time|time\s+is\s+it|current\s+time|what(?:'s|\s+is)\s+the\s+(?:time|date)|date\s+today|today'?s\s+date"
+    r"what\s+time|(?:tell|give|show)\s+me\s+the\s+(?:time|date)|time\s+is\s+it|current\s+time|what(?:'s|\s+is)\s+the\s+(?:time|date)|date\s+today|today'?s\s+date"
     r"|what\s+day",
     re.IGNORECASE,
 )
