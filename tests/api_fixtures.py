@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -116,3 +117,80 @@ def table_items() -> list[dict[str, Any]]:
         if "LastEvaluatedKey" not in r:
             return items
         kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+
+
+# --- a live HTTP server, for clients that stream, drop and reconnect ---------------------------------
+
+
+@dataclass
+class SseEvent:
+    id: int | None
+    event: str
+    data: dict[str, Any]
+
+
+def parse_sse(text: str) -> tuple[list[SseEvent], list[str]]:
+    """Frames and comment lines of an SSE body, in order."""
+    events: list[SseEvent] = []
+    comments: list[str] = []
+    for block in text.replace("\r\n", "\n").split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            if line.startswith(":"):
+                comments.append(line[1:].strip())
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.lstrip(" ")
+        if "event" in fields:
+            events.append(
+                SseEvent(
+                    int(fields["id"]) if "id" in fields else None, fields["event"], json.loads(fields.get("data", "{}"))
+                )
+            )
+    return events, comments
+
+
+def read_events(response: Any, *, stop_after: int | None = None) -> list[SseEvent]:
+    """Read an httpx streaming response frame by frame; stop (without closing) after `stop_after` frames."""
+    # A response can be iterated once: keep the iterator and unread text on it between calls.
+    if not hasattr(response, "_sse_chunks"):
+        response._sse_chunks = response.iter_text()
+        response._sse_buffer = ""
+    events: list[SseEvent] = []
+    while True:
+        while "\n\n" in response._sse_buffer:
+            block, response._sse_buffer = response._sse_buffer.split("\n\n", 1)
+            parsed, _ = parse_sse(block + "\n\n")
+            events.extend(parsed)
+            if stop_after is not None and len(events) >= stop_after:
+                return events
+        chunk = next(response._sse_chunks, None)
+        if chunk is None:
+            return events
+        response._sse_buffer += chunk
+
+
+@pytest.fixture
+def live(api: Api) -> Iterator[str]:
+    """The same app served by uvicorn on a free loopback port; yields its base URL."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from oberik.api.app import create_app
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert server.started, "uvicorn did not start"
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(5)

@@ -51,6 +51,18 @@ class Settings(BaseSettings):
     blocking_timeout_seconds: float = 600.0
     poll_interval_seconds: float = 0.05
 
+    # Streaming. Readers poll the frame log this often when no writer in their process wakes them first.
+    stream_poll_seconds: float = 0.25
+    # A `: keepalive` comment this often while nothing else is sent.
+    keepalive_seconds: float = 15.0
+    # A finished run's frames stay replayable this long.
+    replay_window_seconds: float = 600.0
+    # How often an idle reader checks that the run's execution is still alive (else: stream_lost).
+    liveness_check_seconds: float = 5.0
+    # 0: a stream stays open until the run ends. Above 0 (where responses are buffered, e.g. behind mangum),
+    # the reader answers after this many seconds with `retry:` and the client reconnects with Last-Event-ID.
+    sse_window_seconds: float = 0.0
+
     # End-user tokens: longest lifetime a project key may mint.
     max_token_ttl_seconds: int = 30 * 24 * 3600
 

@@ -21,6 +21,10 @@ class StepFunctionsOrchestrator:
     def sfn(self) -> Any:
         return client("stepfunctions", self.settings)
 
+    def execution_arn(self, name: str) -> str:
+        """The ARN an execution named `name` of this state machine has (known before it starts)."""
+        return self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+
     def start(self, name: str, payload: dict[str, Any]) -> str:
         try:
             r = self.sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(payload))
@@ -32,6 +36,15 @@ class StepFunctionsOrchestrator:
 
     def resume(self, task_token: str, payload: dict[str, Any]) -> None:
         self.sfn.send_task_success(taskToken=task_token, output=json.dumps(payload))
+
+    def status(self, execution_arn: str) -> str | None:
+        """RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED...; None when Step Functions has no such execution."""
+        try:
+            return str(self.sfn.describe_execution(executionArn=execution_arn)["status"])
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in ("ExecutionDoesNotExist", "ExecutionNotFound"):
+                return None
+            raise
 
     def stop(self, execution_arn: str, cause: str) -> None:
         try:

@@ -7,7 +7,7 @@ from pathlib import Path
 from fastapi import FastAPI
 
 from oberik.api import errors
-from oberik.api.routes import chat, projects, sessions, tools
+from oberik.api.routes import chat, projects, sessions, stream, tools
 from oberik.settings import Settings, get_settings
 
 WEB_DIR = Path(__file__).resolve().parents[4] / "web"
@@ -24,6 +24,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.include_router(projects.router)
     app.include_router(chat.router)
+    app.include_router(stream.router)
     app.include_router(sessions.router)
     app.include_router(tools.router)
 

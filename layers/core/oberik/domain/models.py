@@ -139,8 +139,9 @@ class Turn(BaseModel):
     usage: dict[str, int] = Field(default_factory=dict)
 
 
-RunStatus = Literal["running", "paused", "completed", "failed", "cancelled"]
-TERMINAL_RUN = frozenset({"paused", "completed", "failed", "cancelled"})
+RunStatus = Literal["running", "paused", "completed", "failed", "cancelled", "lost"]
+# `lost`: the run was generating and whatever ran it went away without finishing it.
+TERMINAL_RUN = frozenset({"paused", "completed", "failed", "cancelled", "lost"})
 
 
 class Run(BaseModel):

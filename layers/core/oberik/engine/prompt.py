@@ -27,7 +27,10 @@ def system_messages(plan: TurnPlan) -> list[dict[str, Any]]:
 
 def history(messages: list[Message]) -> list[dict[str, Any]]:
     """The stored conversation in OpenAI form: abandoned turns left out, tool calls kept paired with results."""
-    kept = [m for m in messages if not m.abandoned]
+    # A turn that produced no answer is left out whole, including anything written after it was abandoned
+    # (a tool result that landed while the turn was being cancelled).
+    dropped = {m.turn_id for m in messages if m.abandoned or m.extra.get("turn_abandoned")}
+    kept = [m for m in messages if not m.abandoned and (m.turn_id is None or m.turn_id not in dropped)]
     answered = {m.tool_call_id for m in kept if m.role == "tool" and m.tool_call_id}
     out: list[dict[str, Any]] = []
     for m in kept:

@@ -59,13 +59,25 @@ class StepEngine:
             if not last[1] and now - last[0] >= self.cancel_poll_seconds:
                 last[0] = now
                 run = self.store.get_run(run_id)
-                last[1] = bool(run and run.cancel_requested)
+                last[1] = bool(run is None or run.cancel_requested or run.status != "running")
             return bool(last[1])
 
         return should_stop
 
+    # The fields a step owns; anything else on the turn (its execution, its task token) is written by others.
+    _PROGRESS = ("steps", "usage", "warnings", "content", "reasoning", "answer", "finish_reason", "status", "error")
+
+    def _save(self, turn: Turn) -> None:
+        self.store.update_turn(turn.id, **turn.model_dump(mode="json", include=set(self._PROGRESS)))
+
     def run(self, turn: Turn) -> StepResult:
         writer = FrameWriter(self.store, turn.run_id)
+        try:
+            return self._run(turn, writer)
+        finally:
+            writer.close()
+
+    def _run(self, turn: Turn, writer: FrameWriter) -> StepResult:
         if writer.seq == 0:
             writer.emit("run", {"run_id": turn.run_id})
             writer.emit("start", {"session_id": turn.session_id, "run_id": turn.run_id})
@@ -76,7 +88,7 @@ class StepEngine:
                 f"The turn stopped after {turn.steps} model calls, the most one turn may take; "
                 "the answer may be incomplete. Ask again to continue."
             )
-            self.store.save_turn(turn)
+            self._save(turn)
             return StepResult("finish")
 
         plan = turn.plan
@@ -104,12 +116,12 @@ class StepEngine:
 
         if completion.finish_reason == "cancelled":
             turn.status = "cancelled"
-            self.store.save_turn(turn)
+            self._save(turn)
             return StepResult("finish")
 
         if not completion.tool_calls:
             turn.answer = completion.content
-            self.store.save_turn(turn)
+            self._save(turn)
             return StepResult("finish")
 
         calls = [
@@ -134,7 +146,7 @@ class StepEngine:
             results.append(_message(turn, "tool", outcome.content, tool_call_id=call.id, name=call.name))
             wait_seconds = max(wait_seconds, outcome.wait_seconds)
         self.store.append_messages(turn.session_id, results)
-        self.store.save_turn(turn)
+        self._save(turn)
         writer.flush()
         logger.info("step ran tools", turn_id=turn.id, tools=[c.name for c in completion.tool_calls])
         return StepResult("wait" if wait_seconds else "step", wait_seconds, [c.name for c in completion.tool_calls])
@@ -150,7 +162,7 @@ class StepEngine:
         except ModelError as e:
             writer.flush()
             turn.error = {"code": e.code, "detail": e.detail, "status": e.status}
-            self.store.save_turn(turn)
+            self._save(turn)
             raise
         writer.flush()
         if completion is None:

@@ -134,8 +134,26 @@ class TurnStarter:
         if req.user_ref is not None and req.user_ref != session.user_ref:
             raise Invalid("user_ref is set when a conversation is created and cannot change.", field="user_ref")
         if session.active_run:
-            raise Conflict(conflict_message(session.active_run), code="turn_running")
+            session = self._reclaim_if_lost(session)
         return session, False
+
+    def _reclaim_if_lost(self, session: Session) -> Session:
+        """A conversation held by a live run is busy (409); one held by a run whose execution died is not."""
+        from oberik.engine.runs import mark_lost_if_dead
+
+        held_by = session.active_run or ""
+        run = self.store.get_run(held_by)
+        if run is not None:
+            run = mark_lost_if_dead(self.store, self.orchestrator, run)
+        if run is not None and run.status == "running":
+            raise Conflict(conflict_message(held_by), code="turn_running")
+        self.store.release_session(session.id, held_by)
+        fresh = self.store.get_session(session.id)
+        if fresh is None:
+            raise NotFound(f"No conversation {session.id} exists for this user.", code="session_not_found")
+        if fresh.active_run:
+            raise Conflict(conflict_message(fresh.active_run), code="turn_running")
+        return fresh
 
     def start(self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool) -> Started:
         if req.resuming:
@@ -212,6 +230,7 @@ class TurnStarter:
             run_id=run_id,
             plan=plan,
             created_at=now,
+            execution_arn=self.orchestrator.execution_arn(turn_id),
         )
         run = Run(
             id=run_id,
@@ -245,7 +264,8 @@ class TurnStarter:
             self.store.mark_turn_abandoned(session.id, turn_id)
             self.store.release_session(session.id, run_id)
             raise
-        self.store.update_turn(turn_id, execution_arn=arn)
+        if arn != turn.execution_arn:
+            self.store.update_turn(turn_id, execution_arn=arn)
         logger.info("turn started", turn_id=turn_id, run_id=run_id, session_id=session.id)
         return Started(run)
 

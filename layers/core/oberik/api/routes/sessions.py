@@ -8,10 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from oberik.api.deps import CallerDep, StoreDep
+from oberik.api.deps import CallerDep, OrchestratorDep, StoreDep
 from oberik.domain.errors import Invalid, NotFound
 from oberik.domain.ids import new_id
 from oberik.domain.models import MessagePublic, Session, SessionPublic
+from oberik.engine.runs import mark_lost_if_dead
 
 router = APIRouter(prefix="/chat/sessions", tags=["sessions"])
 
@@ -138,11 +139,23 @@ class ActiveRun(BaseModel):
 
 
 @router.get("/{session_id}/run", response_model=ActiveRun)
-def active_run(session_id: str, caller: CallerDep, store: StoreDep) -> ActiveRun:
-    """What is running on the conversation. Runs live in the table, so any worker answers for every run."""
+def active_run(session_id: str, caller: CallerDep, store: StoreDep, orchestrator: OrchestratorDep) -> ActiveRun:
+    """What is running on the conversation.
+
+    Runs live in the table, not in one process's memory, so every worker answers for every run and
+    `authoritative` is always true. It answers from the same record a new turn is refused by: `idle` here
+    means a POST will not be refused.
+    """
     session = owned_session(store, caller, session_id)
     if session.active_run:
-        return ActiveRun(
-            run_id=session.active_run, last_event_id=store.last_frame_seq(session.active_run), status="running"
-        )
+        run = store.get_run(session.active_run)
+        if run is not None:
+            run = mark_lost_if_dead(store, orchestrator, run)
+        if run is not None and run.status == "running":
+            return ActiveRun(run_id=run.id, last_event_id=store.last_frame_seq(run.id), status="running")
+        session = owned_session(store, caller, session_id)
+    if session.last_run:
+        last = store.get_run(session.last_run)
+        if last is not None and last.status == "lost":
+            return ActiveRun(run_id=None, last_event_id=None, status="lost")
     return ActiveRun(run_id=None, last_event_id=None, status="idle")

@@ -1,0 +1,80 @@
+"""Server-Sent Events over a run's frame log. The endpoint reads the log; it never generates anything."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+
+from oberik.domain.models import Run
+from oberik.engine import notify
+from oberik.engine.frames import TERMINAL_EVENTS
+from oberik.engine.runs import mark_lost_if_dead
+from oberik.settings import Settings
+
+
+def encode(seq: int | None, event: str, data: dict[str, Any]) -> bytes:
+    head = f"id: {seq}\n" if seq is not None else ""
+    return f"{head}event: {event}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def expired(run: Run, settings: Settings, now: float | None = None) -> bool:
+    return run.ended_at is not None and (now or time.time()) - run.ended_at > settings.replay_window_seconds
+
+
+def expired_frame(run: Run) -> bytes:
+    return encode(
+        None,
+        "error",
+        {
+            "detail": f"This turn has finished and its stream is no longer kept; the answer is in conversation "
+            f"{run.session_id} (GET /chat/sessions/{run.session_id}/messages).",
+            "code": "stream_expired",
+            "run_id": run.id,
+            "session_id": run.session_id,
+        },
+    )
+
+
+async def stream_run(
+    request: Request, store: Any, orchestrator: Any, run: Run, after: int, settings: Settings
+) -> AsyncIterator[bytes]:
+    """Send the run's frames after `after`, following live until a terminal frame (or the window closes)."""
+    if run.status != "running" and expired(run, settings):
+        yield expired_frame(run)
+        return
+    last = after
+    started = last_sent = last_liveness = time.monotonic()
+    while True:
+        frames = await anyio.to_thread.run_sync(store.frames_after, run.id, last)
+        for frame in frames:
+            last = frame["seq"]
+            yield encode(frame["seq"], frame["event"], frame["data"])
+            last_sent = time.monotonic()
+            if frame["event"] in TERMINAL_EVENTS:
+                return
+        if await request.is_disconnected():
+            return
+        now = time.monotonic()
+        if settings.sse_window_seconds and now - started >= settings.sse_window_seconds:
+            # Buffered deployments: end this response; the client reconnects with Last-Event-ID.
+            yield b"retry: 1000\n\n"
+            return
+        if now - last_liveness >= settings.liveness_check_seconds:
+            last_liveness = now
+            current = await anyio.to_thread.run_sync(store.get_run, run.id)
+            if current is not None and current.status == "running":
+                await anyio.to_thread.run_sync(mark_lost_if_dead, store, orchestrator, current)
+            elif current is not None and not frames:
+                # Ended, and every frame it wrote has been sent: nothing more will come.
+                tail = await anyio.to_thread.run_sync(store.frames_after, run.id, last)
+                if not tail:
+                    return
+        if now - last_sent >= settings.keepalive_seconds:
+            yield b": keepalive\n\n"
+            last_sent = now
+        await notify.wait(run.id, settings.stream_poll_seconds)
