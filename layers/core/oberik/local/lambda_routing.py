@@ -8,6 +8,10 @@ the JSON result back. A callable that raises becomes what real Lambda returns fo
 botocore turns into `FunctionError` and Step Functions into a catchable error named after `errorType`.
 
 It is the only module in oberik that touches moto internals, which is why moto is pinned and checked below.
+For the same reason it also closes one moto gap the platform depends on: moto's DynamoDB applies a
+transaction's items one by one with no lock, so two threads can both pass their conditions (two turns
+claiming one conversation). `serialize_dynamodb()` makes each DynamoDB operation atomic, as the real
+service is; see the end of this module.
 """
 
 from __future__ import annotations
@@ -144,3 +148,43 @@ def _run(name: str, target: Route, body: Any) -> tuple[bytes, bool]:
         return json.dumps(result).encode(), False
     except (TypeError, ValueError) as exc:
         return json.dumps(error_payload(exc) | {"errorType": "Runtime.MarshalError"}).encode(), True
+
+
+# --- DynamoDB operations, one at a time ----------------------------------------------------------------
+
+_DYNAMODB_OPERATIONS = (
+    "put_item",
+    "update_item",
+    "delete_item",
+    "get_item",
+    "query",
+    "scan",
+    "transact_write_items",
+    "transact_get_items",
+    "batch_write_item",
+    "batch_get_item",
+)
+_dynamodb_lock = threading.RLock()
+_dynamodb_originals: dict[str, Callable[..., Any]] = {}
+
+
+def serialize_dynamodb() -> None:
+    """Run every moto DynamoDB operation under one lock, so conditional writes and transactions are atomic.
+
+    Idempotent. Costs nothing measurable at the platform's local scale; real DynamoDB needs no such thing.
+    """
+    from moto.dynamodb.models import DynamoDBBackend
+
+    with _lock:
+        for name in _DYNAMODB_OPERATIONS:
+            if name in _dynamodb_originals:
+                continue
+            original = getattr(DynamoDBBackend, name)
+            _dynamodb_originals[name] = original
+
+            def locked(self: Any, *args: Any, __original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                with _dynamodb_lock:
+                    return __original(self, *args, **kwargs)
+
+            locked.__name__ = name
+            setattr(DynamoDBBackend, name, locked)

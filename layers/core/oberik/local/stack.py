@@ -358,6 +358,7 @@ class LocalStack:
             self.function_arns[spec["name"]] = arns_by_id[logical_id] = arn
             routes[spec["name"]] = self._route_for(logical_id, spec, arn, overrides, required=logical_id in needed)
         lambda_routing.install(routes)
+        lambda_routing.serialize_dynamodb()
         self._create_state_machine(machine["definition_path"], machine, arns_by_id, role_arn)
         self._env.set("OBERIK_STATE_MACHINE_ARN", self.state_machine_arn)
         self._refresh()
