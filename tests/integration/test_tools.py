@@ -12,7 +12,7 @@ def _names(r) -> list[str]:
 
 
 def test_the_seed_tools_are_listed_for_a_token_that_may_schedule(api: Api, project: Project):
-    token = api.token(project)
+    token = api.token(project, capabilities=["chat", "tasks:write"])
     r = api.get("/tools", token)
     assert _names(r) == ["current_time", "wait"]
     assert r.json()["tools"][0]["source"] == "builtin"
@@ -31,7 +31,7 @@ def test_the_project_ceiling_bounds_every_token(api: Api, project: Project):
 
 
 def test_request_switches_and_allowed_tools_narrow_the_listing(api: Api, project: Project):
-    token = api.token(project)
+    token = api.token(project, capabilities=["chat", "tasks:write"])
     assert _names(api.get("/tools", token, enable_scheduling="false")) == []
     assert _names(api.get("/tools", token, allowed_tools="wait")) == ["wait"]
     assert _names(api.get("/tools", token, allowed_tools="")) == []
@@ -98,3 +98,17 @@ def test_settings_are_read_back_without_secrets(api: Api, project: Project, prov
     assert body["providers"]["scripted"] == {"base_url": provider.base_url, "api_key_set": True}
     got = api.client.get(f"/api/projects/{project.id}/settings", headers=project.headers)
     assert "sk-secret" not in got.text
+
+
+def test_a_token_with_every_capability_lists_every_built_tool(api: Api, project: Project):
+    token = api.token(project)
+    assert _names(api.get("/tools", token)) == [
+        "current_time",
+        "wait",
+        "request_approval",
+        "ask_user",
+        "todo_write",
+        "todo_update",
+        "todo_remove",
+        "todo_clear",
+    ]

@@ -20,6 +20,7 @@ CONTRACT_STATES = {
     "WaitForTool",
     "Park",
     "Finish",
+    "Finished",
     "Done",
     "ContinueAsNew",
     "Continued",

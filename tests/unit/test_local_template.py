@@ -279,10 +279,13 @@ def test_real_template_lists_the_turn_functions_with_adapters_on_disk(real_templ
     # When its functions are listed
     found = functions(real_template)
 
-    # Then the turn's functions are there, each with an adapter file, and only the API is an HTTP function
+    # Then the turn's functions are there, each with an adapter file; the API and the stream are HTTP functions
     assert {"ApiFunction", "StepFunction", "ParkFunction", "FinishFunction", "FailFunction"} <= set(found)
-    assert [logical_id for logical_id, spec in found.items() if spec["http"]] == ["ApiFunction"]
+    assert sorted(logical_id for logical_id, spec in found.items() if spec["http"]) == ["ApiFunction", "StreamFunction"]
     for spec in found.values():
+        if spec["handler"] == "run.sh":  # the Lambda Web Adapter starts the web server itself
+            assert (real_template.root / spec["code_uri"] / "run.sh").is_file(), spec
+            continue
         module_file = spec["handler"].rpartition(".")[0]
         assert (real_template.root / spec["code_uri"] / f"{module_file}.py").is_file(), spec
 

@@ -47,7 +47,7 @@ class ScriptedTurn:
 
     def finish(self, event: dict[str, Any]) -> dict[str, Any]:
         self.calls.append("finish")
-        return {}
+        return {"status": "completed"}
 
     def fail(self, event: dict[str, Any]) -> dict[str, Any]:
         self.calls.append(f"fail:{event['error']['Error']}")
@@ -116,7 +116,7 @@ def test_real_turn_machine_pauses_and_resumes_through_routed_functions(mocked_aw
         # Then the turn steps again and finishes
         done = wait_for(execution)
         assert done["status"] == "SUCCEEDED"
-        assert entered_states(execution) == ["Step", "Route", "Park", "Step", "Route", "Finish", "Done"]
+        assert entered_states(execution) == ["Step", "Route", "Park", "Step", "Route", "Finish", "Finished", "Done"]
         assert turn.calls == ["step", "park", "step", "finish"]
 
 

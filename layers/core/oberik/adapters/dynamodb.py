@@ -114,6 +114,38 @@ class DynamoStore:
                 return
             kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
 
+    def _update_request(
+        self,
+        key: dict[str, str],
+        sets: dict[str, Any],
+        *,
+        condition: str | None = None,
+        cond_values: dict[str, Any] | None = None,
+        removes: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
+        """The arguments of an UpdateItem (also usable as a transaction's Update)."""
+        names = {f"#{k}": k for k in sets} | {f"#{k}": k for k in removes}
+        expr_parts = []
+        if sets:
+            expr_parts.append("SET " + ", ".join(f"#{k} = :{k}" for k in sets))
+        if removes:
+            expr_parts.append("REMOVE " + ", ".join(f"#{k}" for k in removes))
+        vals = {f":{k}": v for k, v in sets.items()} | (cond_values or {})
+        request: dict[str, Any] = {
+            "TableName": self.table,
+            "Key": serialize(key),
+            "UpdateExpression": " ".join(expr_parts),
+            "ExpressionAttributeNames": names,
+        }
+        if vals:
+            request["ExpressionAttributeValues"] = _values(vals)
+        if condition:
+            request["ConditionExpression"] = condition
+            for token in condition.replace("(", " ").replace(")", " ").replace(",", " ").split():
+                if token.startswith("#"):
+                    names.setdefault(token, token[1:])
+        return request
+
     def _update(
         self,
         key: dict[str, str],
@@ -123,27 +155,9 @@ class DynamoStore:
         cond_values: dict[str, Any] | None = None,
         removes: tuple[str, ...] = (),
     ) -> None:
-        names = {f"#{k}": k for k in sets} | {f"#{k}": k for k in removes}
-        expr_parts = []
-        if sets:
-            expr_parts.append("SET " + ", ".join(f"#{k} = :{k}" for k in sets))
-        if removes:
-            expr_parts.append("REMOVE " + ", ".join(f"#{k}" for k in removes))
-        vals = {f":{k}": v for k, v in sets.items()} | (cond_values or {})
-        kwargs: dict[str, Any] = {
-            "TableName": self.table,
-            "Key": serialize(key),
-            "UpdateExpression": " ".join(expr_parts),
-            "ExpressionAttributeNames": names,
-        }
-        if vals:
-            kwargs["ExpressionAttributeValues"] = _values(vals)
-        if condition:
-            kwargs["ConditionExpression"] = condition
-            for token in condition.replace("(", " ").replace(")", " ").replace(",", " ").split():
-                if token.startswith("#"):
-                    names.setdefault(token, token[1:])
-        self.db.update_item(**kwargs)
+        self.db.update_item(
+            **self._update_request(key, sets, condition=condition, cond_values=cond_values, removes=removes)
+        )
 
     # --- projects ---------------------------------------------------------------------------------
 
@@ -450,6 +464,55 @@ class DynamoStore:
             if not _failed_condition(e):
                 raise
 
+    def end_run(
+        self,
+        run_id: str,
+        session_id: str,
+        run_sets: dict[str, Any],
+        *,
+        from_status: str = "running",
+        guard_steers: bool = False,
+        park_turn: str | None = None,
+    ) -> bool:
+        """End a run and free (or park) its conversation in one transaction; False if the run had moved on.
+
+        Both happen at once so that whoever sees the run ended can start the next turn at once, and a
+        steered message that is still unread (`guard_steers`) makes the whole thing not happen.
+        """
+        condition = "#status = :from" + (" AND steer_count = steer_taken" if guard_steers else "")
+        session_sets: dict[str, Any] = {"updated_at": time.time()}
+        if park_turn is not None:
+            session_sets["paused_turn"] = park_turn
+        items = [
+            {
+                "Update": self._update_request(
+                    keys.run_key(run_id), run_sets, condition=condition, cond_values={":from": from_status}
+                )
+            },
+            {
+                "Update": self._update_request(
+                    keys.session_key(session_id),
+                    session_sets,
+                    removes=("active_run", "active_turn"),
+                    condition="attribute_exists(pk) AND (active_run = :r OR attribute_not_exists(active_run))",
+                    cond_values={":r": run_id},
+                )
+            },
+        ]
+        try:
+            self.db.transact_write_items(TransactItems=items)
+            return True
+        except ClientError as e:
+            if not _failed_condition(e):
+                raise
+        # Either the run moved on, or the conversation is gone (deleted) or held by another run.
+        run = self.get_run(run_id)
+        if run is None or run.status != from_status:
+            return False
+        if guard_steers and run.steer_count != run.steer_taken:
+            return False
+        return self.update_run(run_id, condition=condition, cond_values={":from": from_status}, **run_sets)
+
     def get_turn(self, turn_id: str) -> Turn | None:
         item = self._get(keys.turn_key(turn_id))
         return Turn.model_validate(_strip_keys(item)) if item else None
@@ -519,6 +582,156 @@ class DynamoStore:
                 }
             )
         return out
+
+    # --- plans (todos) ------------------------------------------------------------------------------
+
+    def list_todos(self, session_id: str) -> list[dict[str, Any]]:
+        return [
+            {"n": int(i["n"]), "text": i["text"], "status": i["status"]}
+            for i in self._query(keys.session_pk(session_id), keys.TODO_PREFIX)
+        ]
+
+    def add_todos(self, session_id: str, texts: list[str]) -> list[dict[str, Any]]:
+        """Append items with the session's next numbers; a number, once handed out, is never reused."""
+        r = self.db.update_item(
+            TableName=self.table,
+            Key=serialize(keys.session_key(session_id)),
+            UpdateExpression="ADD todo_seq :n",
+            ConditionExpression="attribute_exists(pk)",
+            ExpressionAttributeValues=_values({":n": len(texts)}),
+            ReturnValues="UPDATED_NEW",
+        )
+        last = int(deserialize(r["Attributes"])["todo_seq"])
+        first = last - len(texts) + 1
+        items: list[dict[str, Any]] = []
+        for i, text in enumerate(texts):
+            item = {"n": first + i, "text": text, "status": "pending"}
+            self.db.put_item(TableName=self.table, Item=serialize({**keys.todo_key(session_id, first + i), **item}))
+            items.append(item)
+        return items
+
+    def update_todo(self, session_id: str, n: int, **fields: Any) -> bool:
+        try:
+            self._update(keys.todo_key(session_id, n), fields, condition="attribute_exists(pk)")
+            return True
+        except ClientError as e:
+            if _failed_condition(e):
+                return False
+            raise
+
+    def remove_todo(self, session_id: str, n: int) -> bool:
+        try:
+            self.db.delete_item(
+                TableName=self.table,
+                Key=serialize(keys.todo_key(session_id, n)),
+                ConditionExpression="attribute_exists(pk)",
+            )
+            return True
+        except ClientError as e:
+            if _failed_condition(e):
+                return False
+            raise
+
+    def clear_todos(self, session_id: str) -> None:
+        for item in self.list_todos(session_id):
+            self.remove_todo(session_id, item["n"])
+
+    # --- steering -----------------------------------------------------------------------------------
+
+    def add_steer(self, run_id: str, text: str) -> bool:
+        """Queue a message for a running run; False when the run is no longer running."""
+        try:
+            self.db.update_item(
+                TableName=self.table,
+                Key=serialize(keys.run_key(run_id)),
+                UpdateExpression="SET steers = list_append(if_not_exists(steers, :none), :one) ADD steer_count :inc",
+                ConditionExpression="#status = :running",
+                ExpressionAttributeNames={"#status": "status"},
+                ExpressionAttributeValues=_values({":none": [], ":one": [text], ":inc": 1, ":running": "running"}),
+            )
+            return True
+        except ClientError as e:
+            if _failed_condition(e):
+                return False
+            raise
+
+    def mark_steers_taken(self, run_id: str, taken_before: int, taken_now: int) -> bool:
+        return self.update_run(
+            run_id, steer_taken=taken_now, condition="steer_taken = :before", cond_values={":before": taken_before}
+        )
+
+    # --- pauses -------------------------------------------------------------------------------------
+
+    def begin_resume(
+        self,
+        session: Session,
+        *,
+        expected_seq: int,
+        turn_id: str,
+        expected_pause: int,
+        turn_sets: dict[str, Any],
+        messages: list[Message],
+        run: Run,
+        generating: bool,
+    ) -> None:
+        """Apply a resume in one transaction: the conversation, the turn, the new run and any tool messages.
+
+        `generating`: the turn goes back to the model, so the new run holds the conversation; otherwise the
+        turn stays paused (it re-announces what is still outstanding) and the conversation stays parked.
+        """
+        now = time.time()
+        session_sets: dict[str, Any] = {
+            "msg_seq": expected_seq + len(messages),
+            "updated_at": now,
+            "last_run": run.id,
+            "gsi1sk": keys.owner_sort(now, session.id),
+        }
+        removes: tuple[str, ...] = ()
+        if generating:
+            session_sets |= {"active_run": run.id, "active_turn": turn_id}
+            removes = ("paused_turn",)
+        items: list[dict[str, Any]] = [
+            {
+                "Update": self._update_request(
+                    keys.session_key(session.id),
+                    session_sets,
+                    removes=removes,
+                    condition="attribute_not_exists(active_run) AND paused_turn = :t AND msg_seq = :old",
+                    cond_values={":t": turn_id, ":old": expected_seq},
+                )
+            },
+            {
+                "Update": self._update_request(
+                    keys.turn_key(turn_id),
+                    turn_sets,
+                    condition="pause_seq = :ps AND #status = :paused",
+                    cond_values={":ps": expected_pause, ":paused": "paused"},
+                )
+            },
+            {
+                "Put": {
+                    "TableName": self.table,
+                    "Item": serialize({**keys.run_key(run.id), **run.model_dump(mode="json")}),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        ]
+        for m in messages:
+            items.append(
+                {
+                    "Put": {
+                        "TableName": self.table,
+                        "Item": serialize(self._message_item(m)),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        try:
+            self.db.transact_write_items(TransactItems=items)
+        except ClientError as e:
+            if _failed_condition(e):
+                raise Contended("the paused turn changed while it was being resumed") from e
+            raise
 
     def require_session(self, session_id: str) -> Session:
         s = self.get_session(session_id)

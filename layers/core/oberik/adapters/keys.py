@@ -62,3 +62,10 @@ def frame_sort(seq: int) -> str:
 
 def idempotency_key(project_id: str, owner: str, key: str) -> dict[str, str]:
     return {"pk": f"IDEMP#{project_id}#{owner}#{key}", "sk": META}
+
+
+def todo_key(session_id: str, n: int) -> dict[str, str]:
+    return {"pk": f"SESSION#{session_id}", "sk": f"TODO#{n:06d}"}
+
+
+TODO_PREFIX = "TODO#"

@@ -16,6 +16,8 @@ from oberik.engine.frames import TERMINAL_EVENTS
 from oberik.engine.runs import mark_lost_if_dead
 from oberik.settings import Settings
 
+TERMINAL_GRACE_SECONDS = 5.0
+
 
 def encode(seq: int | None, event: str, data: dict[str, Any]) -> bytes:
     head = f"id: {seq}\n" if seq is not None else ""
@@ -70,9 +72,23 @@ async def stream_run(
             if current is not None and current.status == "running":
                 await anyio.to_thread.run_sync(mark_lost_if_dead, store, orchestrator, current)
             elif current is not None and not frames:
-                # Ended, and every frame it wrote has been sent: nothing more will come.
+                # Ended: its terminal frame is written just after the run is marked ended, so give it a moment;
+                # a run that ended long ago with no terminal frame will never get one.
                 tail = await anyio.to_thread.run_sync(store.frames_after, run.id, last)
-                if not tail:
+                if not tail and time.time() - (current.ended_at or 0) > TERMINAL_GRACE_SECONDS:
+                    yield encode(
+                        None,
+                        "error",
+                        {
+                            "detail": f"The turn ended ({current.status}) without a final frame; read the conversation "
+                            f"{run.session_id} for what was stored.",
+                            "code": f"stream_{current.status}"
+                            if current.status in ("cancelled", "failed")
+                            else "stream_failed",
+                            "run_id": run.id,
+                            "session_id": run.session_id,
+                        },
+                    )
                     return
         if now - last_sent >= settings.keepalive_seconds:
             yield b": keepalive\n\n"

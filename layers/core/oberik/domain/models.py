@@ -59,6 +59,8 @@ class Session(BaseModel):
     active_turn: str | None = None
     last_run: str | None = None
     forked_from: str | None = None
+    paused_turn: str | None = None  # a turn waiting on tool results, decisions or answers
+    todo_seq: int = 0  # the last plan item number handed out; numbers are never reused
 
 
 class SessionPublic(BaseModel):
@@ -115,6 +117,10 @@ class TurnPlan(BaseModel):
     system_prompt: str | None = None  # the project's, authoritative
     extra_system_prompt: str | None = None  # the request's, additional
     tools: list[str] = Field(default_factory=list)
+    client_tools: list[dict[str, Any]] = Field(default_factory=list)  # OpenAI schemas, maybe requires_approval
+    ui_tools: list[dict[str, Any]] = Field(default_factory=list)
+    # Nobody is there to answer (a scheduled run): questions are never offered; approvals still pause.
+    unattended: bool = False
 
 
 class Turn(BaseModel):
@@ -137,6 +143,13 @@ class Turn(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     error: dict[str, Any] | None = None
     usage: dict[str, int] = Field(default_factory=dict)
+    # What the turn is waiting on while paused: tool_calls, approvals, questions (see domain.pauses).
+    pending: dict[str, Any] = Field(default_factory=dict)
+    pause_seq: int = 0  # how many times the turn has paused; a resume names the pause it answers
+    last_resume: dict[str, Any] | None = None  # {"digest", "run_id"} of the last resume, so a retry attaches
+    ui: list[dict[str, Any]] = Field(default_factory=list)
+    steered: list[str] = Field(default_factory=list)
+    todos_changed: bool = False
 
 
 RunStatus = Literal["running", "paused", "completed", "failed", "cancelled", "lost"]
@@ -158,3 +171,7 @@ class Run(BaseModel):
     ended_at: float | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    # Steering: messages sent into the running turn, and how many of them the turn has taken in.
+    steers: list[str] = Field(default_factory=list)
+    steer_count: int = 0
+    steer_taken: int = 0

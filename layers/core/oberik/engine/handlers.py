@@ -1,4 +1,8 @@
-"""The functions the state machine's Lambda tasks call. Each takes the task's payload and returns its result."""
+"""The functions the state machine's Lambda tasks call. Each takes the task's payload and returns its result.
+
+Order matters wherever a turn stops: the conversation is freed (or parked) before the run is marked ended,
+and the terminal frame is written last, so a client that sees the turn end can act on it at once.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 from oberik.adapters.dynamodb import DynamoStore
 from oberik.adapters.stepfunctions import StepFunctionsOrchestrator
+from oberik.domain import pauses
 from oberik.domain.chat import ChatResponse
 from oberik.domain.errors import NotFound
 from oberik.domain.models import Run, Turn
@@ -57,24 +62,14 @@ def step(event: dict[str, Any]) -> dict[str, Any]:
         max_steps=settings.max_steps,
         max_wait_seconds=settings.max_wait_seconds,
     )
-    outcome = engine.run(turn)
+    outcome = engine.run(turn, run)
     return _result(event, turn, outcome.verdict, outcome.wait_seconds)
 
 
-def park(event: dict[str, Any]) -> dict[str, Any]:
-    """Hold the turn at a pause: keep the task token so a later request can resume the execution."""
-    store, turn, run = _load(event)
-    store.update_turn(turn.id, task_token=str(event["task_token"]), status="paused")
-    response = _response(store, turn, requires_action=True)
-    FrameWriter(store, run.id).emit("done", response)
-    store.update_run(run.id, status="paused", result=response, ended_at=time.time())
-    store.release_session(turn.session_id, run.id)
-    logger.info("turn paused", turn_id=turn.id, run_id=run.id)
-    return {"parked": True}
-
-
-def _response(store: DynamoStore, turn: Turn, *, requires_action: bool = False) -> dict[str, Any]:
+def response_for(store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The terminal payload: the blocking response and the `done` frame are the same document."""
     session = store.get_session(turn.session_id)
+    pending = pending or {}
     return ChatResponse(
         session_id=turn.session_id,
         run_id=turn.run_id,
@@ -82,41 +77,82 @@ def _response(store: DynamoStore, turn: Turn, *, requires_action: bool = False) 
         reasoning=turn.reasoning,
         warnings=turn.warnings,
         finish_reason=turn.finish_reason,
-        requires_action=requires_action,
+        requires_action=pauses.outstanding(pending),
+        tool_calls=pending.get("tool_calls", []),
+        approvals=pending.get("approvals", []),
+        questions=pending.get("questions", []),
+        ui=turn.ui,
+        todos=store.list_todos(turn.session_id) if turn.todos_changed else [],
+        steered=turn.steered,
         title=session.title if session else None,
     ).model_dump(mode="json")
 
 
+def announce_pause(store: DynamoStore, turn: Turn, run_id: str, pending: dict[str, Any]) -> dict[str, Any]:
+    """Write what a paused run waits on: questions / approvals frames, then `done` with requires_action."""
+    response = response_for(store, turn, pending=pending)
+    writer = FrameWriter(store, run_id)
+    if writer.seq == 0:
+        writer.emit("run", {"run_id": run_id})
+        writer.emit("start", {"session_id": turn.session_id, "run_id": run_id})
+    if pending.get("questions"):
+        writer.emit("questions", {"questions": pending["questions"]})
+    if pending.get("approvals"):
+        writer.emit("approvals", {"approvals": pending["approvals"]})
+    return response
+
+
+def park(event: dict[str, Any]) -> dict[str, Any]:
+    """Hold the turn at a pause: keep the task token so a later request can resume the execution."""
+    store, turn, run = _load(event)
+    store.update_turn(turn.id, task_token=str(event["task_token"]), status="paused", pause_seq=turn.pause_seq + 1)
+    response = announce_pause(store, turn, run.id, turn.pending)
+    store.end_run(
+        run.id, turn.session_id, {"status": "paused", "result": response, "ended_at": time.time()}, park_turn=turn.id
+    )
+    FrameWriter(store, run.id).emit("done", response)
+    logger.info("turn paused", turn_id=turn.id, run_id=run.id, reason=pauses.reason(turn.pending))
+    return {"parked": True}
+
+
 def finish(event: dict[str, Any]) -> dict[str, Any]:
-    """Persist the answer, write the terminal frame, release the conversation."""
+    """Persist the answer, free the conversation, write the terminal frame.
+
+    Finishing is conditional on every steered message having been taken in: one that arrived while the
+    answer was being written sends the turn round once more (status "steered") instead of being dropped.
+    """
     store, turn, run = _load(event)
     if run.status != "running":
         return {"status": run.status}
     if turn.status == "cancelled":
         return _cancelled(store, turn, run)
+    if run.steer_count > run.steer_taken:
+        return {"status": "steered"}
     messages = store.list_messages(turn.session_id)
-    already = (
-        bool(messages)
-        and messages[-1].turn_id == turn.id
-        and messages[-1].role == "assistant"
-        and not messages[-1].tool_calls
-    )
+    last = messages[-1] if messages else None
+    already = last is not None and last.turn_id == turn.id and last.role == "assistant" and not last.tool_calls
     if not already and turn.answer:
         store.append_messages(turn.session_id, [_message(turn, "assistant", turn.answer)])
-    store.update_turn(turn.id, status="completed")
-    response = _response(store, turn)
+    response = response_for(store, turn)
+    store.update_turn(turn.id, status="completed", pending={})
+    done = store.end_run(
+        run.id, turn.session_id, {"status": "completed", "result": response, "ended_at": time.time()}, guard_steers=True
+    )
+    if not done:
+        fresh = store.get_run(run.id)
+        if fresh is not None and fresh.status == "running":
+            store.update_turn(turn.id, status="running")
+            return {"status": "steered"}  # a steer landed after the check above
+        return {"status": fresh.status if fresh else "gone"}
     FrameWriter(store, run.id).emit("done", response)
-    store.update_run(run.id, status="completed", result=response, ended_at=time.time())
-    store.release_session(turn.session_id, run.id)
     logger.info("turn finished", turn_id=turn.id, run_id=run.id, steps=turn.steps)
     return {"status": "completed"}
 
 
 def _cancelled(store: DynamoStore, turn: Turn, run: Run) -> dict[str, Any]:
     store.mark_turn_abandoned(turn.session_id, turn.id)
-    FrameWriter(store, run.id).emit("cancelled", {"run_id": run.id, "session_id": turn.session_id})
-    store.update_run(run.id, status="cancelled", ended_at=time.time())
-    store.release_session(turn.session_id, run.id)
+    if store.end_run(run.id, turn.session_id, {"status": "cancelled", "ended_at": time.time()}):
+        FrameWriter(store, run.id).emit("cancelled", {"run_id": run.id, "session_id": turn.session_id})
     return {"status": "cancelled"}
 
 
@@ -136,18 +172,18 @@ def _error_of(turn: Turn, event: dict[str, Any]) -> dict[str, Any]:
 
 
 def fail(event: dict[str, Any]) -> dict[str, Any]:
-    """End the turn as failed: an error frame, the user's message marked unanswered, the conversation released."""
+    """End the turn as failed: the user's message marked unanswered, the conversation freed, an error frame."""
     store, turn, run = _load(event)
     if run.status != "running":
         return {"status": run.status}
     error = _error_of(turn, event)
     store.update_turn(turn.id, status="failed", error=error)
     store.mark_turn_abandoned(turn.session_id, turn.id)
+    if not store.end_run(run.id, turn.session_id, {"status": "failed", "error": error, "ended_at": time.time()}):
+        return {"status": "ended"}
     FrameWriter(store, run.id).emit(
         "error", {"detail": error["detail"], "code": error["code"], "run_id": run.id, "session_id": turn.session_id}
     )
-    store.update_run(run.id, status="failed", error=error, ended_at=time.time())
-    store.release_session(turn.session_id, run.id)
     logger.warning("turn failed", turn_id=turn.id, run_id=run.id, code=error["code"])
     return {"status": "failed"}
 
@@ -164,4 +200,4 @@ def continue_turn(event: dict[str, Any]) -> dict[str, Any]:
     return {"execution_arn": arn}
 
 
-__all__ = ["continue_turn", "fail", "finish", "park", "step"]
+__all__ = ["announce_pause", "continue_turn", "fail", "finish", "park", "response_for", "step"]

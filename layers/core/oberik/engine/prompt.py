@@ -12,7 +12,14 @@ PLATFORM_PREAMBLE = (
 )
 
 
-def system_messages(plan: TurnPlan) -> list[dict[str, Any]]:
+def _todo_line(item: dict[str, Any]) -> str:
+    mark = {"done": "x", "in_progress": "~"}.get(item["status"], " ")
+    return f"{item['n']}. [{mark}] {item['text']}"
+
+
+def system_messages(
+    plan: TurnPlan, *, todos: list[dict[str, Any]] | None = None, ui: bool = False
+) -> list[dict[str, Any]]:
     parts = [PLATFORM_PREAMBLE]
     if plan.system_prompt:
         parts.append("## Project instructions (authoritative)\n" + plan.system_prompt.strip())
@@ -21,6 +28,20 @@ def system_messages(plan: TurnPlan) -> list[dict[str, Any]]:
             "## Additional instructions for this request\n"
             "These come from the caller and add to the project instructions above. "
             "Where the two conflict, the project instructions win.\n\n" + plan.extra_system_prompt.strip()
+        )
+    if "todo_write" in plan.tools:
+        plan_text = "\n".join(_todo_line(t) for t in todos or []) or "(no plan yet)"
+        parts.append(
+            "## Your plan for this conversation\n"
+            "Keep a plan only for genuinely multi-step work; a question you can answer or a one-step change needs "
+            "none. Numbers are stable: step 3 stays step 3 after step 1 is removed. The current plan, always up "
+            "to date (do not call a tool to read it):\n" + plan_text
+        )
+    if ui:
+        parts.append(
+            "## Components you can draw\n"
+            "Some tools draw something in the user's interface and return at once. After drawing, refer to what "
+            "you drew rather than repeating its content in prose."
         )
     return [{"role": "system", "content": "\n\n".join(parts)}]
 

@@ -14,21 +14,12 @@ ALIVE_EXECUTION = "RUNNING"
 
 
 def _end(store: Any, run: Run, status: str, event: str, data: dict[str, Any], **fields: Any) -> bool:
-    """Move a running run to `status` exactly once, then write its terminal frame and free the conversation."""
-    won = store.update_run(
-        run.id,
-        status=status,
-        ended_at=time.time(),
-        condition="#status = :running",
-        cond_values={":running": "running"},
-        **fields,
-    )
-    if not won:
+    """Move a running run to `status` exactly once, freeing its conversation, then write its terminal frame."""
+    if not store.end_run(run.id, run.session_id, {"status": status, "ended_at": time.time(), **fields}):
         return False
-    FrameWriter(store, run.id).emit(event, data)
     store.update_turn(run.turn_id, status="cancelled" if status == "cancelled" else "failed")
     store.mark_turn_abandoned(run.session_id, run.turn_id)
-    store.release_session(run.session_id, run.id)
+    FrameWriter(store, run.id).emit(event, data)
     return True
 
 

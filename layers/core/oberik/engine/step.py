@@ -1,22 +1,27 @@
-"""One step of a turn: a model call, streamed into frames, then the server-side tools it asked for."""
+"""One step of a turn: take in any steering, call the model (streamed into frames), then deal with every
+tool call it made: run server tools, draw UI components, and collect what must wait for somebody."""
 
 from __future__ import annotations
 
 import json
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from oberik.domain import pauses
 from oberik.domain.errors import ModelError
-from oberik.domain.llm import Completion, Delta, ModelRequest
-from oberik.domain.models import Message, Turn
-from oberik.domain.tools import BY_NAME
+from oberik.domain.ids import new_id
+from oberik.domain.llm import Completion, Delta, ModelRequest, ToolCall
+from oberik.domain.models import Message, Run, Turn
+from oberik.domain.tools import BY_NAME, PAUSING_TOOLS, TODO_TOOLS
 from oberik.engine.frames import FrameWriter
 from oberik.engine.prompt import history, system_messages
 from oberik.engine.tools import ToolOutcome, parse_arguments, run_server_tool
 from oberik.observability import logger
 from oberik.ports import Model
+
+UI_MAX_PAYLOAD_BYTES = 16_000
+UI_MAX_PER_TURN = 40
 
 
 @dataclass
@@ -28,7 +33,7 @@ class StepResult:
 
 def _message(turn: Turn, role: str, content: Any, **extra: Any) -> Message:
     return Message(
-        id=f"m_{uuid.uuid4().hex[:28]}",
+        id=new_id("m"),
         session_id=turn.session_id,
         seq=0,
         role=role,  # type: ignore[arg-type]
@@ -39,8 +44,29 @@ def _message(turn: Turn, role: str, content: Any, **extra: Any) -> Message:
     )
 
 
+def _error(text: str) -> ToolOutcome:
+    return ToolOutcome(json.dumps({"error": text}), ok=False)
+
+
 class StepEngine:
     """Runs one step against the ports it is given; knows nothing of Lambda or Step Functions."""
+
+    # The fields a step owns; anything else on the turn (its execution, its task token) is written by others.
+    _PROGRESS = (
+        "steps",
+        "usage",
+        "warnings",
+        "content",
+        "reasoning",
+        "answer",
+        "finish_reason",
+        "status",
+        "error",
+        "pending",
+        "ui",
+        "steered",
+        "todos_changed",
+    )
 
     def __init__(
         self, store: Any, model_for: Any, *, max_steps: int, max_wait_seconds: int, cancel_poll_seconds: float = 0.25
@@ -50,6 +76,9 @@ class StepEngine:
         self.max_steps = max_steps
         self.max_wait_seconds = max_wait_seconds
         self.cancel_poll_seconds = cancel_poll_seconds
+
+    def _save(self, turn: Turn) -> None:
+        self.store.update_turn(turn.id, **turn.model_dump(mode="json", include=set(self._PROGRESS)))
 
     def _cancel_check(self, run_id: str) -> Any:
         last = [0.0, False]
@@ -64,23 +93,36 @@ class StepEngine:
 
         return should_stop
 
-    # The fields a step owns; anything else on the turn (its execution, its task token) is written by others.
-    _PROGRESS = ("steps", "usage", "warnings", "content", "reasoning", "answer", "finish_reason", "status", "error")
-
-    def _save(self, turn: Turn) -> None:
-        self.store.update_turn(turn.id, **turn.model_dump(mode="json", include=set(self._PROGRESS)))
-
-    def run(self, turn: Turn) -> StepResult:
+    def run(self, turn: Turn, run: Run | None = None) -> StepResult:
         writer = FrameWriter(self.store, turn.run_id)
         try:
-            return self._run(turn, writer)
+            return self._run(turn, run or self.store.get_run(turn.run_id), writer)
         finally:
             writer.close()
 
-    def _run(self, turn: Turn, writer: FrameWriter) -> StepResult:
+    # --- steering -----------------------------------------------------------------------------------
+
+    def take_steers(self, turn: Turn, run: Run | None) -> list[str]:
+        """Messages steered into the run since the last step become user messages the model now reads."""
+        if run is None or run.steer_count <= run.steer_taken:
+            return []
+        fresh = run.steers[run.steer_taken : run.steer_count]
+        if not self.store.mark_steers_taken(run.id, run.steer_taken, run.steer_count):
+            return []  # another step took them
+        self.store.append_messages(
+            turn.session_id, [_message(turn, "user", text, extra={"steered": True}) for text in fresh]
+        )
+        turn.steered.extend(fresh)
+        self._save(turn)
+        return fresh
+
+    # --- the step -----------------------------------------------------------------------------------
+
+    def _run(self, turn: Turn, run: Run | None, writer: FrameWriter) -> StepResult:
         if writer.seq == 0:
             writer.emit("run", {"run_id": turn.run_id})
             writer.emit("start", {"session_id": turn.session_id, "run_id": turn.run_id})
+        self.take_steers(turn, run)
 
         if turn.steps >= self.max_steps:
             turn.finish_reason = "hit_tool_limit"
@@ -92,9 +134,14 @@ class StepEngine:
             return StepResult("finish")
 
         plan = turn.plan
+        declared = self._declared(turn)
         model, model_id = self.model_for(plan.model)
-        messages = system_messages(plan) + history(self.store.list_messages(turn.session_id))
+        todos = self.store.list_todos(turn.session_id) if any(n in TODO_TOOLS for n in plan.tools) else []
+        messages = system_messages(plan, todos=todos, ui=bool(plan.ui_tools)) + history(
+            self.store.list_messages(turn.session_id)
+        )
         tools = [BY_NAME[name].openai_schema() for name in plan.tools if name in BY_NAME]
+        tools += [tool.openai_schema() for tool in declared.values()]
         request = ModelRequest(
             model=model_id,
             messages=messages,
@@ -123,33 +170,130 @@ class StepEngine:
             turn.answer = completion.content
             self._save(turn)
             return StepResult("finish")
+        return self._tools(turn, completion, declared, writer)
 
+    def _declared(self, turn: Turn) -> dict[str, pauses.DeclaredTool]:
+        reserved = set(BY_NAME)
+        client = pauses.parse_declared(turn.plan.client_tools, "client_tools", reserved=reserved)
+        ui = pauses.parse_declared(turn.plan.ui_tools, "ui_tools", reserved=reserved | {t.name for t in client})
+        return {t.name: t for t in client} | {f"ui:{t.name}": t for t in ui}
+
+    def _tools(
+        self, turn: Turn, completion: Completion, declared: dict[str, pauses.DeclaredTool], writer: FrameWriter
+    ) -> StepResult:
+        plan = turn.plan
         calls = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
             for c in completion.tool_calls
         ]
         self.store.append_messages(turn.session_id, [_message(turn, "assistant", completion.content, tool_calls=calls)])
+        pending = pauses.empty()
+        pending["answered"] = list(turn.pending.get("answered", []))  # so a repeated answer is still a 409
         results: list[Message] = []
         wait_seconds = 0
         for call in completion.tool_calls:
             args = parse_arguments(call.arguments)
-            writer.emit("tool_start", {"name": call.name, "input": args if args is not None else call.arguments})
-            if call.name in plan.tools:
-                outcome = run_server_tool(
-                    call.name, call.arguments, now=time.time(), max_wait_seconds=self.max_wait_seconds
-                )
+            outcome: ToolOutcome | None
+            if call.name in declared:  # the client's own tool: handed back, maybe behind a person's decision
+                tool = declared[call.name]
+                if args is None:
+                    outcome = _error(f"the arguments for {call.name} are not a JSON object")
+                elif tool.requires_approval:
+                    pending["approvals"].append(pauses.gated_call(call.id, tool, args))
+                    outcome = None
+                else:
+                    pending["deferred"].append({"id": call.id, "name": call.name, "args": args})
+                    outcome = None
+            elif f"ui:{call.name}" in declared:
+                outcome = self._draw(turn, call, args, writer)
+            elif call.name in plan.tools and call.name in PAUSING_TOOLS:
+                outcome = self._pause_tool(call, args, pending)
+            elif call.name in plan.tools:
+                writer.emit("tool_start", {"name": call.name, "input": args if args is not None else call.arguments})
+                if call.name in TODO_TOOLS:
+                    outcome = self._todo(turn, call.name, args or {}, writer)
+                else:
+                    outcome = run_server_tool(
+                        call.name, call.arguments, now=time.time(), max_wait_seconds=self.max_wait_seconds
+                    )
+                writer.emit("tool_end", {"name": call.name, "output": outcome.content})
+                wait_seconds = max(wait_seconds, outcome.wait_seconds)
             else:
-                outcome = ToolOutcome(
-                    json.dumps({"error": f"no tool named {call.name!r} is available on this turn"}), ok=False
-                )
-            writer.emit("tool_end", {"name": call.name, "output": outcome.content})
-            results.append(_message(turn, "tool", outcome.content, tool_call_id=call.id, name=call.name))
-            wait_seconds = max(wait_seconds, outcome.wait_seconds)
+                outcome = _error(f"no tool named {call.name!r} is available on this turn")
+            if outcome is not None:
+                results.append(_message(turn, "tool", outcome.content, tool_call_id=call.id, name=call.name))
         self.store.append_messages(turn.session_id, results)
+        names = [c.name for c in completion.tool_calls]
+        if pauses.outstanding(pending):
+            turn.pending = pauses.announce(pending)
+            self._save(turn)
+            logger.info("step pauses the turn", turn_id=turn.id, tools=names)
+            return StepResult("pause", 0, names)
         self._save(turn)
-        writer.flush()
-        logger.info("step ran tools", turn_id=turn.id, tools=[c.name for c in completion.tool_calls])
-        return StepResult("wait" if wait_seconds else "step", wait_seconds, [c.name for c in completion.tool_calls])
+        logger.info("step ran tools", turn_id=turn.id, tools=names)
+        return StepResult("wait" if wait_seconds else "step", wait_seconds, names)
+
+    @staticmethod
+    def _pause_tool(call: ToolCall, args: dict[str, Any] | None, pending: dict[str, Any]) -> ToolOutcome | None:
+        if args is None:
+            return _error(f"the arguments for {call.name} are not a JSON object")
+        try:
+            if call.name == "request_approval":
+                pending["approvals"].append(pauses.approval_request(call.id, args))
+            else:
+                pending["questions"].append(pauses.question_batch(call.id, args))
+        except ValueError as e:
+            return _error(str(e))
+        return None
+
+    def _draw(self, turn: Turn, call: ToolCall, args: dict[str, Any] | None, writer: FrameWriter) -> ToolOutcome:
+        if args is None:
+            return _error(f"the arguments for {call.name} are not a JSON object")
+        if len(turn.ui) >= UI_MAX_PER_TURN:
+            return _error(f"nothing was drawn: a turn may draw at most {UI_MAX_PER_TURN} components")
+        size = len(json.dumps(args).encode())
+        if size > UI_MAX_PAYLOAD_BYTES:
+            return _error(
+                f"nothing was drawn: the payload is {size} bytes and a component takes at most "
+                f"{UI_MAX_PAYLOAD_BYTES}. Pass an id and let the application fetch the rest."
+            )
+        entry = {"tool_call_id": call.id, "name": call.name, "props": args}
+        turn.ui.append(entry)
+        writer.emit("ui", entry)
+        return ToolOutcome(pauses.UI_DRAWN.format(name=call.name))
+
+    def _todo(self, turn: Turn, name: str, args: dict[str, Any], writer: FrameWriter) -> ToolOutcome:
+        sid = turn.session_id
+        if name == "todo_write":
+            items = args.get("items")
+            if not isinstance(items, list) or not items or not all(isinstance(i, str) and i.strip() for i in items):
+                return _error("todo_write needs `items`: a list of step texts")
+            self.store.add_todos(sid, [i.strip() for i in items])
+        elif name in ("todo_update", "todo_remove"):
+            n = args.get("n")
+            if isinstance(n, bool) or not isinstance(n, int):
+                return _error(f"{name} needs `n`: the number of a step")
+            if name == "todo_remove":
+                if not self.store.remove_todo(sid, n):
+                    return _error(f"the plan has no step {n}")
+            else:
+                fields: dict[str, Any] = {}
+                if "status" in args:
+                    if args["status"] not in ("pending", "in_progress", "done"):
+                        return _error("status must be pending, in_progress or done")
+                    fields["status"] = args["status"]
+                if isinstance(args.get("text"), str) and args["text"].strip():
+                    fields["text"] = args["text"].strip()
+                if not fields:
+                    return _error("todo_update needs a status or a text to change")
+                if not self.store.update_todo(sid, n, **fields):
+                    return _error(f"the plan has no step {n}")
+        else:
+            self.store.clear_todos(sid)
+        todos = self.store.list_todos(sid)
+        turn.todos_changed = True
+        writer.emit("todos", {"todos": todos})
+        return ToolOutcome(json.dumps({"todos": todos}))
 
     def _call(self, model: Model, request: ModelRequest, writer: FrameWriter, turn: Turn) -> Completion:
         completion: Completion | None = None

@@ -6,6 +6,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from oberik.domain import pauses
 from oberik.domain.capabilities import Gate, Infrastructure, resolve_toolset
 from oberik.domain.chat import ChatRequest
 from oberik.domain.errors import Conflict, Contended, Forbidden, Invalid, NotFound
@@ -20,8 +21,6 @@ IDEMPOTENCY_SECONDS = 24 * 3600
 
 # Request fields whose features this deployment does not run yet: refused by name rather than ignored.
 _NOT_YET = {
-    "client_tools": "client tools",
-    "ui_tools": "UI components",
     "mcp_servers": "request-time MCP servers",
     "tags": "document retrieval (tags)",
     "document_ids": "document retrieval (document_ids)",
@@ -74,7 +73,7 @@ class TurnStarter:
         self.resolve_model = resolve_model  # (name) -> (Model, id); raises Invalid for unknown providers
         self.default_model = default_model
 
-    def plan(self, req: ChatRequest, project: Project, claims: TokenClaims) -> TurnPlan:
+    def plan(self, req: ChatRequest, project: Project, claims: TokenClaims, *, unattended: bool = False) -> TurnPlan:
         if "chat" not in claims.capabilities or "chat" not in project.settings.capabilities:
             raise Forbidden("This token may not start turns: it does not carry the chat capability.")
         for name, what in _NOT_YET.items():
@@ -102,14 +101,22 @@ class TurnStarter:
                     "GET /tools lists the ones this token can be given.",
                     field="allowed_tools",
                 )
+        client = pauses.parse_declared(req.client_tools, "client_tools", reserved=set(BY_NAME))
+        pauses.parse_declared(req.ui_tools, "ui_tools", reserved=set(BY_NAME) | {t.name for t in client})
         toolset = resolve_toolset(gate_for(project, claims, flags=req.flags(), request_allowed=req.allowed_tools))
+        names = toolset.names
+        if unattended:
+            names = [n for n in names if n != "ask_user"]  # nobody is there to answer
         return TurnPlan(
             model=model,
             temperature=0.2 if req.temperature is None else req.temperature,
             reasoning_effort=clamp_effort(req.reasoning_effort, claims.max_effort),
             system_prompt=project.settings.system_prompt,
             extra_system_prompt=req.system_prompt,
-            tools=toolset.names,
+            tools=names,
+            client_tools=req.client_tools,
+            ui_tools=req.ui_tools,
+            unattended=unattended,
         )
 
     def session_for(self, req: ChatRequest, project: Project, claims: TokenClaims) -> tuple[Session, bool]:
@@ -135,6 +142,15 @@ class TurnStarter:
             raise Invalid("user_ref is set when a conversation is created and cannot change.", field="user_ref")
         if session.active_run:
             session = self._reclaim_if_lost(session)
+        if session.paused_turn:
+            turn = self.store.get_turn(session.paused_turn)
+            if turn is not None and turn.status == "paused":
+                raise Conflict(
+                    "This conversation's last turn is paused, waiting on "
+                    f"{pauses.waiting_on(turn.pending)}. Answer it first (POST /chat with session_id and those "
+                    "fields); a new message now would leave that turn's request unanswered.",
+                    code="turn_paused",
+                )
         return session, False
 
     def _reclaim_if_lost(self, session: Session) -> Session:
@@ -157,11 +173,7 @@ class TurnStarter:
 
     def start(self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool) -> Started:
         if req.resuming:
-            raise Conflict(
-                "Nothing on this conversation is waiting for tool results, decisions or answers; "
-                "send a message to start a turn.",
-                code="nothing_to_resume",
-            )
+            return Resumer(self.store, self.orchestrator).resume(req, project, claims, blocking=blocking)
         if req.idempotency_key:
             seen = self.store.get_idempotent(project.id, claims.sub, req.idempotency_key)
             if seen:
@@ -288,3 +300,140 @@ def wait_for_run(store: Any, run_id: str, *, timeout: float, poll: float) -> Run
             )
         time.sleep(delay)
         delay = min(delay * 1.5, 0.25)
+
+
+class Resumer:
+    """Applies a resume (tool results, decisions, answers) to a paused turn, as one new run."""
+
+    def __init__(self, store: Any, orchestrator: Any) -> None:
+        self.store = store
+        self.orchestrator = orchestrator
+
+    def resume(self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool) -> Started:
+        if req.session_id is None:
+            raise Invalid("session_id is required to resume a paused turn.", field="session_id")
+        if req.handoff_done is not None:
+            raise Invalid(
+                "handoff_done is not accepted yet: browser hand-offs are not available on this deployment.",
+                field="handoff_done",
+            )
+        session = self.store.get_session(req.session_id)
+        if session is None or session.project_id != project.id or session.owner != claims.sub:
+            raise NotFound(f"No conversation {req.session_id} exists for this user.", code="session_not_found")
+        payload = {
+            "tool_results": req.tool_results,
+            "approval_decisions": req.approval_decisions,
+            "answers": req.answers,
+        }
+        fingerprint = pauses.digest(payload)
+        turn_id = session.paused_turn or session.active_turn
+        turn = self.store.get_turn(turn_id) if turn_id else None
+        if turn is not None and turn.last_resume and turn.last_resume.get("digest") == fingerprint:
+            run = self.store.get_run(turn.last_resume["run_id"])
+            if run is not None:
+                return Started(run, attached=True)  # the same resume, sent again: applied once
+        if session.active_run:
+            raise Conflict(conflict_message(session.active_run), code="turn_running")
+        if turn is None or turn.status != "paused" or not session.paused_turn:
+            raise Conflict(
+                "Nothing on this conversation is waiting for tool results, decisions or answers; "
+                "send a message to start a turn.",
+                code="nothing_to_resume",
+            )
+        if req.message is not None or req.messages:
+            raise Invalid(
+                "A resume carries tool_results, approval_decisions or answers, not a new message.", field="message"
+            )
+        resolution = pauses.resolve(
+            turn.pending, tool_results=req.tool_results, approval_decisions=req.approval_decisions, answers=req.answers
+        )
+        plan = turn.plan
+        if req.client_tools:
+            client = pauses.parse_declared(req.client_tools, "client_tools", reserved=set(BY_NAME))
+            pauses.parse_declared(plan.ui_tools, "ui_tools", reserved=set(BY_NAME) | {t.name for t in client})
+            plan = plan.model_copy(update={"client_tools": req.client_tools})
+        now = time.time()
+        run_id = new_id("r")
+        messages = [
+            Message(
+                id=new_id("m"),
+                session_id=session.id,
+                seq=session.msg_seq + i + 1,
+                role="tool",
+                content=m.content,
+                tool_call_id=m.tool_call_id,
+                name=m.name,
+                turn_id=turn.id,
+                created_at=now,
+            )
+            for i, m in enumerate(resolution.messages)
+        ]
+        generating = resolution.needs_model
+        turn_sets: dict[str, Any] = {
+            "run_id": run_id,
+            "pending": resolution.pending,
+            "last_resume": {"digest": fingerprint, "run_id": run_id},
+            "plan": plan.model_dump(mode="json"),
+        }
+        if generating:
+            turn_sets |= {
+                "status": "running",
+                "task_token": None,
+                "content": "",
+                "reasoning": "",
+                "answer": "",
+                "ui": [],
+                "steered": [],
+                "todos_changed": False,
+            }
+        else:
+            turn_sets |= {"pause_seq": turn.pause_seq + 1}
+        run = Run(
+            id=run_id,
+            turn_id=turn.id,
+            session_id=session.id,
+            project_id=project.id,
+            owner=claims.sub,
+            blocking=blocking,
+            created_at=now,
+            status="running" if generating else "paused",
+            ended_at=None if generating else now,
+        )
+        try:
+            self.store.begin_resume(
+                session,
+                expected_seq=session.msg_seq,
+                turn_id=turn.id,
+                expected_pause=turn.pause_seq,
+                turn_sets=turn_sets,
+                messages=messages,
+                run=run,
+                generating=generating,
+            )
+        except Contended as e:
+            fresh = self.store.get_turn(turn.id)
+            if fresh is not None and fresh.last_resume and fresh.last_resume.get("digest") == fingerprint:
+                again = self.store.get_run(fresh.last_resume["run_id"])
+                if again is not None:
+                    return Started(again, attached=True)
+            raise Conflict(
+                "This paused turn was answered by another request meanwhile; reload the conversation "
+                "(GET /chat/sessions/{id}/run) to see where it stands.",
+                code="resume_conflict",
+            ) from e
+        resumed = self.store.get_turn(turn.id) or turn
+        if generating:
+            self.orchestrator.resume(turn.task_token or "", {"run_id": run_id})
+            logger.info("turn resumed", turn_id=turn.id, run_id=run_id)
+            return Started(self.store.get_run(run_id) or run)
+        # Something is still outstanding (an approved call now handed over, an undecided approval): the turn
+        # stays parked on the same task token and this run announces what it waits on now.
+        from oberik.engine.handlers import announce_pause
+
+        response = announce_pause(self.store, resumed, run_id, resolution.pending)
+        self.store.update_run(run_id, result=response)
+        from oberik.engine.frames import FrameWriter
+
+        FrameWriter(self.store, run_id).emit("done", response)
+        logger.info("turn still paused", turn_id=turn.id, run_id=run_id, reason=pauses.reason(resolution.pending))
+        return Started(self.store.get_run(run_id) or run)

@@ -159,3 +159,15 @@ def active_run(session_id: str, caller: CallerDep, store: StoreDep, orchestrator
         if last is not None and last.status == "lost":
             return ActiveRun(run_id=None, last_event_id=None, status="lost")
     return ActiveRun(run_id=None, last_event_id=None, status="idle")
+
+
+class Todos(BaseModel):
+    session_id: str
+    todos: list[dict[str, Any]]
+
+
+@router.get("/{session_id}/todos", response_model=Todos)
+def todos(session_id: str, caller: CallerDep, store: StoreDep) -> Todos:
+    """The agent's plan for this conversation: numbered steps with their status."""
+    owned_session(store, caller, session_id)
+    return Todos(session_id=session_id, todos=store.list_todos(session_id))

@@ -6,13 +6,13 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from oberik.api.deps import Caller, CallerDep, OrchestratorDep, SettingsDep, StoreDep
 from oberik.api.routes.chat import starter
 from oberik.api.sse import stream_run
 from oberik.domain.chat import ChatRequest
-from oberik.domain.errors import Invalid, NotFound
+from oberik.domain.errors import Conflict, Forbidden, Invalid, NotFound
 from oberik.domain.ids import is_id
 from oberik.domain.models import Run
 from oberik.engine import runs
@@ -118,3 +118,29 @@ def cancel(run_id: str, caller: CallerDep, store: StoreDep, orchestrator: Orches
     """Stop generation. A run that already ended answers 200 with how it ended."""
     run = runs.cancel(store, orchestrator, writable_run(store, caller, run_id))
     return CancelResult(run_id=run.id, session_id=run.session_id, status=run.status)
+
+
+class Steer(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    message: str = Field(min_length=1, max_length=20_000)
+
+
+class SteerResult(BaseModel):
+    landed: bool
+
+
+@router.post("/chat/stream/{run_id}/steer", response_model=SteerResult)
+def steer(run_id: str, body: Steer, caller: CallerDep, store: StoreDep) -> SteerResult:
+    """Send a message into a running turn. `landed: true`: the agent reads it before this turn ends."""
+    if not body.message.strip():
+        raise Invalid("message is empty: send what the user typed.", field="message")
+    if "steer" not in caller.claims.capabilities or "steer" not in caller.project.settings.capabilities:
+        raise Forbidden("This token may not steer turns: it lacks the steer capability.")
+    run = writable_run(store, caller, run_id)
+    if run.blocking:
+        raise Conflict(
+            f"Run {run.id} belongs to a blocking POST /chat, which cannot be steered; start turns a user may "
+            "want to correct with POST /chat/stream, or send this as the next message.",
+            code="blocking_turn",
+        )
+    return SteerResult(landed=store.add_steer(run.id, body.message.strip()))
