@@ -137,4 +137,5 @@ def test_the_active_run_of_an_idle_conversation(api: Api, token: str, provider: 
         "last_event_id": None,
         "status": "idle",
         "authoritative": True,
+        "waiting": None,
     }

@@ -279,7 +279,7 @@ def test_the_active_run_is_reported_while_running_then_idle(live: str, token: st
     after = httpx.get(f"{live}/chat/sessions/{sid}/run", headers=headers).json()
     assert during["run_id"] == run_id and during["status"] == "running" and during["authoritative"] is True
     assert during["last_event_id"] >= 3
-    assert after == {"run_id": None, "last_event_id": None, "status": "idle", "authoritative": True}
+    assert after == {"run_id": None, "last_event_id": None, "status": "idle", "authoritative": True, "waiting": None}
 
 
 def test_a_run_whose_execution_died_is_lost_not_running(

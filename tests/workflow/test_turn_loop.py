@@ -29,9 +29,17 @@ def _states_entered(execution_arn: str) -> list[str]:
 
 
 def _executions(turn_id: str) -> list[dict[str, Any]]:
+    """The turn's executions, once they have all ended (a response is released a moment before its
+    execution reaches its final state)."""
     sfn = client("stepfunctions")
-    found = sfn.list_executions(stateMachineArn=get_settings().state_machine_arn)["executions"]
-    return sorted((e for e in found if e["name"].startswith(turn_id)), key=lambda e: e["name"])
+    mine: list[dict[str, Any]] = []
+    for _ in range(250):
+        found = sfn.list_executions(stateMachineArn=get_settings().state_machine_arn)["executions"]
+        mine = sorted((e for e in found if e["name"].startswith(turn_id)), key=lambda e: e["name"])
+        if mine and all(e["status"] != "RUNNING" for e in mine):
+            break
+        time.sleep(0.02)
+    return mine
 
 
 def _turn_of(run_id: str) -> str:

@@ -39,7 +39,7 @@ MAX_QUESTIONS = 4
 
 
 def empty() -> dict[str, Any]:
-    return {"tool_calls": [], "deferred": [], "approvals": [], "questions": [], "answered": []}
+    return {"tool_calls": [], "deferred": [], "approvals": [], "questions": [], "answered": [], "decided": []}
 
 
 def outstanding(pending: dict[str, Any]) -> bool:
@@ -271,7 +271,7 @@ def _apply_tool_results(pending: dict[str, Any], results: list[Any], out: Resolu
 def _apply_decisions(pending: dict[str, Any], decisions: list[Any], out: Resolution) -> None:
     outstanding_ids = [a["tool_call_id"] for a in pending.get("approvals", [])]
     by_id = {a["tool_call_id"]: a for a in pending.get("approvals", [])}
-    answered = set(pending.get("answered", []))
+    answered = set(pending.get("answered", [])) | set(pending.get("decided", []))
     decided: dict[str, dict[str, Any]] = {}
     for i, d in enumerate(decisions):
         if not isinstance(d, dict) or not isinstance(d.get("approved"), bool):
@@ -325,6 +325,8 @@ def _apply_decisions(pending: dict[str, Any], decisions: list[Any], out: Resolut
             ]
             if note:
                 out.notes.append(note)
+            out.pending["decided"] = [*out.pending.get("decided", []), cid]  # its result is still to come
+            continue
         out.pending["answered"] = [*out.pending.get("answered", []), cid]
     out.pending["approvals"] = remaining
 

@@ -109,9 +109,12 @@ class StepEngine:
         fresh = run.steers[run.steer_taken : run.steer_count]
         if not self.store.mark_steers_taken(run.id, run.steer_taken, run.steer_count):
             return []  # another step took them
-        self.store.append_messages(
-            turn.session_id, [_message(turn, "user", text, extra={"steered": True}) for text in fresh]
-        )
+        rows = [_message(turn, "user", text, extra={"steered": True}) for text in fresh]
+        if turn.answer:
+            # The answer the steer interrupted is kept in the transcript, before the correction.
+            rows.insert(0, _message(turn, "assistant", turn.answer))
+            turn.answer = ""
+        self.store.append_messages(turn.session_id, rows)
         turn.steered.extend(fresh)
         self._save(turn)
         return fresh
@@ -188,7 +191,8 @@ class StepEngine:
         ]
         self.store.append_messages(turn.session_id, [_message(turn, "assistant", completion.content, tool_calls=calls)])
         pending = pauses.empty()
-        pending["answered"] = list(turn.pending.get("answered", []))  # so a repeated answer is still a 409
+        # so a repeated answer is still a 409, not an unknown id
+        pending["answered"] = list(turn.pending.get("answered", [])) + list(turn.pending.get("decided", []))
         results: list[Message] = []
         wait_seconds = 0
         for call in completion.tool_calls:

@@ -327,6 +327,9 @@ class Resumer:
         }
         fingerprint = pauses.digest(payload)
         turn_id = session.paused_turn or session.active_turn
+        if turn_id is None and session.last_run:
+            last = self.store.get_run(session.last_run)
+            turn_id = last.turn_id if last else None
         turn = self.store.get_turn(turn_id) if turn_id else None
         if turn is not None and turn.last_resume and turn.last_resume.get("digest") == fingerprint:
             run = self.store.get_run(turn.last_resume["run_id"])

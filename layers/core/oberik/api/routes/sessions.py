@@ -131,11 +131,22 @@ def fork(session_id: str, body: Fork, caller: CallerDep, store: StoreDep) -> Ses
     return public(copy)
 
 
+class Waiting(BaseModel):
+    """A paused turn's outstanding requests: answer them with POST /chat (session_id plus the matching field)."""
+
+    run_id: str
+    requires_action: bool = True
+    tool_calls: list[dict[str, Any]]
+    approvals: list[dict[str, Any]]
+    questions: list[dict[str, Any]]
+
+
 class ActiveRun(BaseModel):
     run_id: str | None
     last_event_id: int | None
     status: str
     authoritative: bool = True
+    waiting: Waiting | None = None
 
 
 @router.get("/{session_id}/run", response_model=ActiveRun)
@@ -154,6 +165,17 @@ def active_run(session_id: str, caller: CallerDep, store: StoreDep, orchestrator
         if run is not None and run.status == "running":
             return ActiveRun(run_id=run.id, last_event_id=store.last_frame_seq(run.id), status="running")
         session = owned_session(store, caller, session_id)
+    if session.paused_turn:
+        turn = store.get_turn(session.paused_turn)
+        if turn is not None and turn.status == "paused":
+            p = turn.pending
+            waiting = Waiting(
+                run_id=turn.run_id,
+                tool_calls=p.get("tool_calls", []),
+                approvals=p.get("approvals", []),
+                questions=p.get("questions", []),
+            )
+            return ActiveRun(run_id=None, last_event_id=None, status="idle", waiting=waiting)
     if session.last_run:
         last = store.get_run(session.last_run)
         if last is not None and last.status == "lost":
