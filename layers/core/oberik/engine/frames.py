@@ -51,7 +51,7 @@ class FrameWriter:
         self._pending: list[str] = []
         self._pending_size = 0
         self._since = 0.0
-        self._last_write = 0.0
+        self._last_write = float("-inf")  # the very first delta is always sent at once
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
 
