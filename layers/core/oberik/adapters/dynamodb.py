@@ -256,6 +256,22 @@ class DynamoStore:
         else:
             self._update(keys.session_key(session_id), {"title": title}, condition="attribute_exists(pk)")
 
+    def set_generated_title(self, session_id: str, title: str) -> bool:
+        """Name the conversation unless somebody named it meanwhile (or a name was generated before)."""
+        try:
+            self._update(
+                keys.session_key(session_id),
+                {"title": title, "title_generated": True},
+                condition="attribute_exists(pk) AND attribute_not_exists(title) AND "
+                "(attribute_not_exists(title_generated) OR title_generated = :no)",
+                cond_values={":no": False},
+            )
+            return True
+        except ClientError as e:
+            if _failed_condition(e):
+                return False
+            raise
+
     def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored under it; refuses while a turn is running on it."""
         try:

@@ -60,6 +60,7 @@ class Session(BaseModel):
     last_run: str | None = None
     forked_from: str | None = None
     paused_turn: str | None = None  # a turn waiting on tool results, decisions or answers
+    title_generated: bool = False  # a name was generated once; it is never generated again
     todo_seq: int = 0  # the last plan item number handed out; numbers are never reused
 
 
@@ -121,6 +122,8 @@ class TurnPlan(BaseModel):
     ui_tools: list[dict[str, Any]] = Field(default_factory=list)
     # Nobody is there to answer (a scheduled run): questions are never offered; approvals still pause.
     unattended: bool = False
+    # Name the conversation: from the user's first message (alongside the turn) or from the first exchange.
+    auto_title: Literal["message", "response"] | None = None
 
 
 class Turn(BaseModel):

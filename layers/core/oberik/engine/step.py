@@ -4,6 +4,7 @@ tool call it made: run server tools, draw UI components, and collect what must w
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +17,13 @@ from oberik.domain.models import Message, Run, Turn
 from oberik.domain.tools import BY_NAME, PAUSING_TOOLS, TODO_TOOLS
 from oberik.engine.frames import FrameWriter
 from oberik.engine.prompt import history, system_messages
+from oberik.engine.titles import generate_title, text_of
 from oberik.engine.tools import ToolOutcome, parse_arguments, run_server_tool
 from oberik.observability import logger
 from oberik.ports import Model
 
 UI_MAX_PAYLOAD_BYTES = 16_000
+TITLE_WAIT_SECONDS = 30.0
 UI_MAX_PER_TURN = 40
 
 
@@ -95,10 +98,36 @@ class StepEngine:
 
     def run(self, turn: Turn, run: Run | None = None) -> StepResult:
         writer = FrameWriter(self.store, turn.run_id)
+        namer: threading.Thread | None = None
         try:
+            if turn.plan.auto_title == "message" and turn.steps == 0:
+                # Named from the user's message alongside the turn: the title frame lands mid-answer.
+                namer = threading.Thread(target=self._name, args=(turn, writer, None), daemon=True)
+                namer.start()
             return self._run(turn, run or self.store.get_run(turn.run_id), writer)
         finally:
+            if namer is not None:
+                namer.join(TITLE_WAIT_SECONDS)
             writer.close()
+
+    def _name(self, turn: Turn, writer: FrameWriter, answer: str | None) -> None:
+        """Generate the conversation's name once; a failure costs the name, never the turn."""
+        try:
+            session = self.store.get_session(turn.session_id)
+            if session is None or session.title is not None or session.title_generated:
+                return
+            asked = next(
+                (m for m in self.store.list_messages(turn.session_id) if m.turn_id == turn.id and m.role == "user"),
+                None,
+            )
+            if asked is None:
+                return
+            model, model_id = self.model_for(turn.plan.model)
+            title = generate_title(model, model_id, text_of(asked.content), answer)
+            if title and self.store.set_generated_title(turn.session_id, title):
+                writer.emit("title", {"title": title})
+        except Exception:
+            logger.exception("could not name the conversation", session_id=turn.session_id)
 
     # --- steering -----------------------------------------------------------------------------------
 
@@ -172,6 +201,8 @@ class StepEngine:
         if not completion.tool_calls:
             turn.answer = completion.content
             self._save(turn)
+            if plan.auto_title == "response":
+                self._name(turn, writer, turn.content)  # named from the first exchange: it arrives with done
             return StepResult("finish")
         return self._tools(turn, completion, declared, writer)
 

@@ -101,6 +101,13 @@ class TurnStarter:
                     "GET /tools lists the ones this token can be given.",
                     field="allowed_tools",
                 )
+        if req.enable_auto_title and not (
+            "auto_title" in claims.capabilities and "auto_title" in project.settings.capabilities
+        ):
+            raise Forbidden(
+                "This token may not have conversations named for it: it lacks the auto_title capability. "
+                "Set title yourself, or mint a token that carries auto_title."
+            )
         client = pauses.parse_declared(req.client_tools, "client_tools", reserved=set(BY_NAME))
         pauses.parse_declared(req.ui_tools, "ui_tools", reserved=set(BY_NAME) | {t.name for t in client})
         toolset = resolve_toolset(gate_for(project, claims, flags=req.flags(), request_allowed=req.allowed_tools))
@@ -117,6 +124,7 @@ class TurnStarter:
             client_tools=req.client_tools,
             ui_tools=req.ui_tools,
             unattended=unattended,
+            auto_title=req.title_from if req.enable_auto_title and req.title is None else None,
         )
 
     def session_for(self, req: ChatRequest, project: Project, claims: TokenClaims) -> tuple[Session, bool]:

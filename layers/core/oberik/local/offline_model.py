@@ -56,6 +56,9 @@ _CONFIGURE = (
 )
 
 
+_TITLE_TASK = "[oberik:title]"  # the marker engine.titles puts first in its system prompt
+
+
 @dataclass(frozen=True)
 class _Intent:
     position: int
@@ -72,6 +75,12 @@ class OfflineModel:
         self, request: ModelRequest, should_stop: Callable[[], bool] | None = None
     ) -> Iterator[Delta | Completion]:
         messages = request.messages
+        if _is_title_task(messages):
+            # Asked to name a conversation: its first words will do, deterministically.
+            title = _title_from(_text(messages[-1].get("content")))
+            yield Delta("content", title)
+            yield Completion(content=title, finish_reason="stop", usage=_usage(len(title.split()), len(title.split())))
+            return
         user_at = _latest_user_index(messages)
         user_text = _text(messages[user_at].get("content")) if user_at is not None else ""
         after = messages[user_at + 1 :] if user_at is not None else []
@@ -107,6 +116,20 @@ class OfflineModel:
 
 
 # -- reading the request -----------------------------------------------------------------------------------------
+
+
+def _is_title_task(messages: list[dict[str, Any]]) -> bool:
+    first = messages[0] if messages else {}
+    return first.get("role") == "system" and _text(first.get("content")).startswith(_TITLE_TASK)
+
+
+def _title_from(exchange: str) -> str:
+    """Up to six words of what the user wrote (the exchange starts with 'The user wrote:')."""
+    body = exchange.split("\n", 1)[1] if exchange.startswith("The user wrote:") else exchange
+    body = body.split("\n\nThe assistant answered:", 1)[0]
+    words = re.findall(r"[\w'’./:-]+", body)[:6]
+    title = " ".join(words).strip(" .:-") or "New conversation"
+    return title[0].upper() + title[1:]
 
 
 def _latest_user_index(messages: list[dict[str, Any]]) -> int | None:

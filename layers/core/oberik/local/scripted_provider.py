@@ -115,6 +115,7 @@ class ScriptedProvider:
     def __init__(self, model_ids: tuple[str, ...] = ("scripted",)) -> None:
         self._lock = threading.Lock()
         self._steps: deque[Step] = deque()
+        self._routed: dict[str, deque[Step]] = {}
         self._requests: list[dict[str, Any]] = []
         self._headers: list[dict[str, str]] = []
         self._emit_log: list[tuple[int, int, str, float]] = []
@@ -175,10 +176,18 @@ class ScriptedProvider:
             self._steps.extend(steps)
         return self
 
+    def script_when(self, marker: str, *steps: Step) -> ScriptedProvider:
+        """Queue steps for requests whose messages contain `marker` (e.g. a side task's system prompt), so
+        concurrent requests of different kinds each get their own script whatever order they arrive in."""
+        with self._lock:
+            self._routed.setdefault(marker, deque()).extend(steps)
+        return self
+
     def reset(self) -> None:
         """Forget the queued steps and everything recorded so far."""
         with self._lock:
             self._steps.clear()
+            self._routed.clear()
             self._requests.clear()
             self._headers.clear()
             self._emit_log.clear()
@@ -224,6 +233,11 @@ class ScriptedProvider:
 
     def _next_step(self, body: dict[str, Any]) -> Step | None:
         with self._lock:
+            if self._routed:
+                text = json.dumps(body.get("messages", []))
+                for marker, queue in self._routed.items():
+                    if marker in text:
+                        return queue.popleft() if queue else None
             while self._steps:
                 step = self._steps[0]
                 if isinstance(step, RejectParam) and body.get(step.param) is None:
