@@ -164,3 +164,23 @@ def test_too_many_steps_end_the_turn_with_hit_tool_limit(
     assert r.json()["finish_reason"] == "hit_tool_limit"
     assert r.json()["warnings"]
     assert len(provider.requests) == 2
+
+
+def test_an_empty_reply_is_asked_again_once_then_reported_as_no_answer(api: Api, token: str, provider):
+    # Given a provider that drops the reply twice
+    provider.script(Reply(text=""), Reply(text=""))
+
+    # When a turn runs
+    r = api.chat(token, message="hello?")
+
+    # Then it asked twice and says honestly that there is no answer
+    assert r.status_code == 200, r.text
+    assert len(provider.requests) == 2
+    assert r.json()["finish_reason"] == "no_answer" and r.json()["content"] == ""
+    assert any("no answer" in w for w in r.json()["warnings"])
+
+
+def test_an_empty_reply_followed_by_a_real_one_is_a_normal_answer(api: Api, token: str, provider):
+    provider.script(Reply(text=""), Reply(text="Here it is."))
+    r = api.chat(token, message="hello?")
+    assert r.json()["content"] == "Here it is." and r.json()["finish_reason"] is None

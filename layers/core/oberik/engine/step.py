@@ -182,6 +182,15 @@ class StepEngine:
             reasoning_effort=plan.reasoning_effort,
         )
         completion = self._call(model, request, writer, turn)
+        if not completion.content.strip() and not completion.tool_calls and completion.finish_reason != "cancelled":
+            # Nothing at all came back (a provider dropping a message on a filter of its own is the usual
+            # cause): ask once more before reporting the turn as having no answer.
+            logger.warning("model returned nothing; asking once more", turn_id=turn.id)
+            retried = self._call(model, request, writer, turn)
+            if retried.usage is not None and completion.usage is not None:
+                for k, v in completion.usage.items():
+                    retried.usage[k] = retried.usage.get(k, 0) + v
+            completion = retried
 
         turn.steps += 1
         for k, v in (completion.usage or {}).items():
@@ -200,6 +209,12 @@ class StepEngine:
 
         if not completion.tool_calls:
             turn.answer = completion.content
+            if not completion.content.strip() and not turn.content.strip():
+                turn.finish_reason = "no_answer"
+                turn.warnings.append(
+                    "The model returned no answer, twice: nothing was said, made or asked. This is usually the "
+                    "provider dropping the reply; send the message again."
+                )
             self._save(turn)
             if plan.auto_title == "response":
                 self._name(turn, writer, turn.content)  # named from the first exchange: it arrives with done
