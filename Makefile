@@ -35,6 +35,15 @@ help:
 	@echo "make clean   remove build output and caches"
 
 setup: $(STAMP) $(SAM)
+	@# Headless Chromium for tests/browser (they are skipped without it): Debian's packages, installed as root.
+	@if [ -x /usr/lib/chromium/chromium-headless-shell ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "Installing chromium-headless-shell and fonts-liberation for the browser tests..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium-headless-shell fonts-liberation; \
+	else \
+		echo "note: chromium-headless-shell is missing, so tests/browser will be skipped. To run them:"; \
+		echo "  sudo apt-get update && sudo apt-get install -y chromium-headless-shell fonts-liberation"; \
+	fi
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -59,6 +68,11 @@ check: setup
 
 test: setup check
 	$(BIN)/pytest
+
+# Streaming speed against the model provider, measured side by side in one run (see README, Benchmarks).
+.PHONY: bench
+bench: setup
+	$(BIN)/python bench/streaming.py
 
 build: $(SAM)
 	@PATH="$(if $(PYTHON312_BIN),$(PYTHON312_BIN):)$$PATH" python3.12 --version >/dev/null 2>&1 || \

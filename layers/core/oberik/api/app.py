@@ -5,6 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from fastapi import FastAPI
+from fastapi.responses import FileResponse
+from starlette.responses import Response
+from starlette.staticfiles import StaticFiles
+from starlette.types import Scope
 
 from oberik.api import errors
 from oberik.api.routes import chat, projects, sessions, stream, tools
@@ -32,4 +36,31 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     def healthz() -> dict[str, bool]:
         return {"ok": True}
 
+    serve_playground(app)
     return app
+
+
+class _Playground(StaticFiles):
+    """The playground's files, revalidated on every load so an edited module is never served stale."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.setdefault("Cache-Control", "no-cache")
+        return response
+
+
+def serve_playground(app: FastAPI, directory: Path = WEB_DIR) -> None:
+    """Serve the static playground: its page at `/` and its files under `/web/`.
+
+    Registered after every API route so it can shadow none of them. Only those two places answer; any other
+    unknown path still gets the JSON 404 (`no_route`), and a file missing under `/web/` gets the same.
+    """
+    index = directory / "index.html"
+    if not index.is_file():
+        return
+
+    @app.get("/", include_in_schema=False)
+    def playground() -> FileResponse:
+        return FileResponse(index, headers={"Cache-Control": "no-cache"})
+
+    app.mount("/web", _Playground(directory=directory), name="web")
