@@ -6,6 +6,7 @@ Heavy imports (moto, uvicorn, the app) happen inside the commands so `oberik --h
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import secrets
@@ -47,7 +48,103 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_argument("--host", default="127.0.0.1", help="interface for the API (default: %(default)s)")
     dev.add_argument("--port", type=int, default=8000, help="port for the API (default: %(default)s)")
     dev.set_defaults(handler=dev_command)
+
+    token = commands.add_parser(
+        "token",
+        help="mint an end-user token with a project key and print it",
+        description=f"Mint an end-user token (POST /api/projects/{{id}}/tokens) and print it. --url, --project and "
+        f"--key default to what `oberik dev` wrote to {DEV_FILE}, when that file exists.",
+    )
+    token.add_argument("--url", help="the API's base URL")
+    token.add_argument("--project", help="the project id")
+    token.add_argument("--key", help="the project key (X-API-Key)")
+    token.add_argument("--subject", required=True, help="the end-user the token speaks for")
+    token.add_argument("--ttl", type=int, help="lifetime in seconds (default: the server's)")
+    token.add_argument("--capabilities", help="comma-separated capabilities (default: all the project allows)")
+    token.set_defaults(handler=token_command)
+
+    chat = commands.add_parser(
+        "chat",
+        help="chat with the agent in this terminal",
+        description="A terminal chat: answers stream as they are written, tools and plan changes get a line, and "
+        "approvals and questions are asked at the prompt. Ctrl-C during a turn cancels it; Ctrl-C or Ctrl-D at "
+        f"the prompt leaves. --url and --token default to {DEV_FILE}.",
+    )
+    chat.add_argument("--url", help="the API's base URL")
+    chat.add_argument("--token", help="an end-user token")
+    chat.add_argument("--session", help="continue this conversation")
+    chat.set_defaults(handler=chat_command)
     return parser
+
+
+def _dev_defaults() -> dict[str, Any]:
+    """What `oberik dev` wrote, or nothing when it has not run here (or the file is unreadable)."""
+    try:
+        data = json.loads(DEV_FILE.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _need(value: Any, flag: str) -> str:
+    if not value:
+        raise _UsageError(f"{flag} is required (no {DEV_FILE} here to take it from; run `oberik dev` first).")
+    return str(value)
+
+
+def token_command(args: argparse.Namespace) -> int:
+    """Mint an end-user token with the project key, as your own backend would, and print it."""
+    import httpx
+
+    dev = _dev_defaults()
+    try:
+        url = _need(args.url or dev.get("url"), "--url").rstrip("/")
+        project = _need(args.project or dev.get("project_id"), "--project")
+        key = _need(args.key or dev.get("project_key"), "--key")
+    except _UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    body: dict[str, Any] = {"subject": args.subject}
+    if args.ttl is not None:
+        body["ttl"] = args.ttl
+    if args.capabilities is not None:
+        body["capabilities"] = [c.strip() for c in args.capabilities.split(",") if c.strip()]
+    try:
+        minted = httpx.post(f"{url}/api/projects/{project}/tokens", headers={"X-API-Key": key}, json=body, timeout=30)
+    except httpx.HTTPError as exc:
+        print(f"error: no answer from {url}: {exc}", file=sys.stderr)
+        return 1
+    if minted.status_code not in (200, 201):
+        try:
+            detail = minted.json().get("detail") or minted.text
+        except ValueError:
+            detail = minted.text
+        print(f"error: {minted.status_code}: {detail}", file=sys.stderr)
+        return 1
+    print(minted.json()["token"])
+    return 0
+
+
+def chat_command(args: argparse.Namespace) -> int:
+    """The terminal chat (oberik.client.repl) against a running deployment."""
+    from oberik.client import Client
+    from oberik.client.repl import ChatRepl
+
+    dev = _dev_defaults()
+    try:
+        url = _need(args.url or dev.get("url"), "--url")
+        token = _need(args.token or dev.get("token"), "--token")
+    except _UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    with contextlib.suppress(ImportError):
+        import readline  # noqa: F401  (line editing and history for input())
+    with Client(url, token=token) as client:
+        return ChatRepl(client, session_id=args.session, color=sys.stdout.isatty()).run()
 
 
 def dev_command(args: argparse.Namespace) -> int:

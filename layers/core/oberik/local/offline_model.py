@@ -75,6 +75,16 @@ class OfflineModel:
         self, request: ModelRequest, should_stop: Callable[[], bool] | None = None
     ) -> Iterator[Delta | Completion]:
         messages = request.messages
+        aside = _aside(messages)
+        if aside is not None:
+            yield Delta("content", aside)
+            yield Completion(content=aside, finish_reason="stop", usage=_usage(len(aside.split()), len(aside.split())))
+            return
+        if _is_compact_task(messages):
+            notes = _compact_notes(_text(messages[-1].get("content")))
+            yield Delta("content", notes)
+            yield Completion(content=notes, finish_reason="stop", usage=_usage(len(notes.split()), len(notes.split())))
+            return
         if _is_title_task(messages):
             # Asked to name a conversation: its first words will do, deterministically.
             title = _title_from(_text(messages[-1].get("content")))
@@ -116,6 +126,31 @@ class OfflineModel:
 
 
 # -- reading the request -----------------------------------------------------------------------------------------
+
+
+def _aside(messages: list[dict[str, Any]]) -> str | None:
+    """Follow-up suggestions and the recap, without a model: plain, deterministic, and honest about it."""
+    first = _text(messages[0].get("content")) if messages and messages[0].get("role") == "system" else ""
+    conversation = _text(messages[-1].get("content")) if messages else ""
+    asked = [line.split(":", 1)[1].strip() for line in conversation.splitlines() if line.lower().startswith("user:")]
+    if first.startswith("[oberik:followups]"):
+        return json.dumps(["What time is it?", "Wait 2 seconds, then tell me the time", "Tell me more"])
+    if first.startswith("[oberik:recap]"):
+        topic = " ".join(asked[-1].split()[:12]) if asked else "nothing yet"
+        return f"You last asked: {topic}."
+    return None
+
+
+def _is_compact_task(messages: list[dict[str, Any]]) -> bool:
+    first = messages[0] if messages else {}
+    return first.get("role") == "system" and _text(first.get("content")).startswith("[oberik:compact]")
+
+
+def _compact_notes(conversation: str) -> str:
+    """A plain, deterministic summary: what the user asked, in order, each cut short."""
+    asked = [line[len("user: ") :] for line in conversation.splitlines() if line.startswith("user: ")]
+    points = [" ".join(a.split())[:120] for a in asked if a.strip()]
+    return "The user asked, in order: " + "; ".join(points) + "." if points else "Nothing of note yet."
 
 
 def _is_title_task(messages: list[dict[str, Any]]) -> bool:

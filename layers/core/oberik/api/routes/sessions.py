@@ -8,10 +8,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Response, status
 from pydantic import BaseModel, ConfigDict, Field
 
-from oberik.api.deps import CallerDep, OrchestratorDep, StoreDep
+from oberik.api.deps import CallerDep, OrchestratorDep, SettingsDep, StoreDep
 from oberik.domain.errors import Invalid, NotFound
 from oberik.domain.ids import new_id
 from oberik.domain.models import MessagePublic, Session, SessionPublic
+from oberik.engine import aside
 from oberik.engine.runs import mark_lost_if_dead
 
 router = APIRouter(prefix="/chat/sessions", tags=["sessions"])
@@ -193,3 +194,39 @@ def todos(session_id: str, caller: CallerDep, store: StoreDep) -> Todos:
     """The agent's plan for this conversation: numbered steps with their status."""
     owned_session(store, caller, session_id)
     return Todos(session_id=session_id, todos=store.list_todos(session_id))
+
+
+class FollowupsAsk(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    n: int = Field(default=3, ge=1, le=aside.MAX_SUGGESTIONS, description="how many suggestions to ask for")
+
+
+class Followups(BaseModel):
+    suggestions: list[str]
+
+
+@router.post("/{session_id}/followups", response_model=Followups)
+def followups(
+    session_id: str, caller: CallerDep, store: StoreDep, settings: SettingsDep, body: FollowupsAsk | None = None
+) -> Followups:
+    """Suggested next messages in the user's voice, for buttons. Not stored, never shown to the agent.
+
+    One model call with a deadline: a failure or a late answer is an empty list, not an error.
+    """
+    owned_session(store, caller, session_id)
+    n = (body or FollowupsAsk()).n
+    return Followups(suggestions=aside.followups(caller.project, settings, store.list_messages(session_id), n))
+
+
+class Recap(BaseModel):
+    recap: str
+
+
+@router.post("/{session_id}/recap", response_model=Recap)
+def recap(session_id: str, caller: CallerDep, store: StoreDep, settings: SettingsDep) -> Recap:
+    """One line for someone coming back to the conversation. Not stored, never shown to the agent.
+
+    One model call with a deadline: a failure or a late answer is an empty string, not an error.
+    """
+    owned_session(store, caller, session_id)
+    return Recap(recap=aside.recap(caller.project, settings, store.list_messages(session_id)))
