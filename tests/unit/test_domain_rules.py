@@ -212,32 +212,83 @@ class FakeFrames:
         return True
 
 
+def _eventually(check: Any, timeout: float = 2.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, "not written in time"
+        time.sleep(0.005)
+
+
 def test_the_first_delta_goes_out_at_once_and_the_rest_are_batched():
-    store, now = FakeFrames(), [0.0]
-    writer = FrameWriter(store, "r", clock=lambda: now[0])
+    # Given a writer with a 200 ms batch window
+    store = FakeFrames()
+    writer = FrameWriter(store, "r", batch_seconds=0.2)
+
+    # When a first delta arrives, then three more in quick succession
     writer.delta("token", "Hel")
-    assert [d for _, d in store.frames.values()] == [{"delta": "Hel"}]
-    now[0] = 0.01
+    _eventually(lambda: len(store.frames) == 1)
     writer.delta("token", "lo")
-    now[0] = 0.02
     writer.delta("token", " world")
-    assert len(store.frames) == 1
-    now[0] = 0.06
     writer.delta("token", "!")
+
+    # Then the first went out alone and at once, and the rest became one frame after the window
+    time.sleep(0.05)
+    assert [d["delta"] for _, d in store.frames.values()] == ["Hel"]
+    _eventually(lambda: len(store.frames) == 2)
     assert [d["delta"] for _, d in store.frames.values()] == ["Hel", "lo world!"]
     writer.close()
 
 
-def test_a_channel_change_or_2_kb_flushes_and_a_quiet_batch_is_flushed_by_the_timer():
+def test_2_kb_goes_out_without_waiting_and_channels_are_never_merged():
     store = FakeFrames()
-    writer = FrameWriter(store, "r", batch_seconds=0.05)
-    writer.delta("reasoning", "thinking")
-    writer.delta("token", "a" * 3000)
-    assert [e for e, _ in store.frames.values()] == ["reasoning", "token"]
-    writer.delta("token", "tail")
-    time.sleep(0.2)
-    assert store.frames[max(store.frames)][1] == {"delta": "tail"}
+    writer = FrameWriter(store, "r", batch_seconds=10)
+    writer.delta("reasoning", "thinking")  # the first: at once
+    _eventually(lambda: len(store.frames) == 1)
+    writer.delta("reasoning", " more")
+    writer.delta("token", "a" * 3000)  # over 2 KB: due now, in order, one frame per channel
+    _eventually(lambda: len(store.frames) == 3)
+    assert [(e, d["delta"][:5]) for e, d in store.frames.values()] == [
+        ("reasoning", "think"),
+        ("reasoning", " more"),
+        ("token", "aaaaa"),
+    ]
     writer.close()
+
+
+def test_emit_writes_queued_text_first_and_close_flushes_the_rest():
+    store = FakeFrames()
+    writer = FrameWriter(store, "r", batch_seconds=10)
+    writer.delta("token", "a")
+    _eventually(lambda: len(store.frames) == 1)
+    writer.delta("token", "b")
+    writer.emit("tool_start", {"name": "x"})
+    writer.delta("token", "c")
+    writer.close()
+    assert [(e, d) for e, d in store.frames.values()] == [
+        ("token", {"delta": "a"}),
+        ("token", {"delta": "b"}),
+        ("tool_start", {"name": "x"}),
+        ("token", {"delta": "c"}),
+    ]
+
+
+class SlowFrames(FakeFrames):
+    def put_frame(self, run_id: str, seq: int, event: str, data: dict[str, Any], expires_at: int | None = None) -> bool:
+        time.sleep(0.1)
+        return super().put_frame(run_id, seq, event, data, expires_at)
+
+
+def test_a_slow_write_never_holds_up_the_stream_it_makes_frames_bigger():
+    store = SlowFrames()
+    writer = FrameWriter(store, "r", batch_seconds=0.01)
+    started = time.monotonic()
+    for i in range(50):
+        writer.delta("token", f"t{i} ")
+    queued_in = time.monotonic() - started
+    writer.close()
+    assert queued_in < 0.05  # fifty deltas queued while writes take 100 ms each
+    assert "".join(d["delta"] for _, d in store.frames.values()) == "".join(f"t{i} " for i in range(50))
+    assert len(store.frames) < 10
 
 
 def test_a_taken_sequence_number_is_skipped_never_overwritten():

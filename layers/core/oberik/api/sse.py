@@ -17,6 +17,8 @@ from oberik.engine.runs import mark_lost_if_dead
 from oberik.settings import Settings
 
 TERMINAL_GRACE_SECONDS = 5.0
+# Frames read per query: the first of a long replay goes out without waiting for the whole log.
+REPLAY_PAGE = 500
 
 
 def encode(seq: int | None, event: str, data: dict[str, Any]) -> bytes:
@@ -52,7 +54,7 @@ async def stream_run(
     last = after
     started = last_sent = last_liveness = time.monotonic()
     while True:
-        frames = await anyio.to_thread.run_sync(store.frames_after, run.id, last)
+        frames = await anyio.to_thread.run_sync(store.frames_after, run.id, last, REPLAY_PAGE)
         for frame in frames:
             last = frame["seq"]
             yield encode(frame["seq"], frame["event"], frame["data"])
@@ -61,6 +63,8 @@ async def stream_run(
                 return
         if await request.is_disconnected():
             return
+        if len(frames) >= REPLAY_PAGE:
+            continue  # more is already written: read on without waiting
         now = time.monotonic()
         if settings.sse_window_seconds and now - started >= settings.sse_window_seconds:
             # Buffered deployments: end this response; the client reconnects with Last-Event-ID.

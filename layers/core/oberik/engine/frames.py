@@ -1,8 +1,9 @@
 """The one writer of a run's frame log.
 
 Token deltas are batched (about 50 ms or 2 KB a frame) so a fast model does not cost one write per token,
-but the first delta of a stretch goes out at once (time to first token matters more than write count),
-and a background flush makes sure no text waits longer than the batch window for the next delta.
+but the first delta of a stretch goes out at once (time to first token matters more than write count).
+Writing happens on a flusher thread, so a slow write makes the next frame bigger rather than holding up
+the model's stream.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class FrameStore(Protocol):
 
 
 class FrameWriter:
+    """Writes one run's frames in order. `delta` only queues text, so reading the model's stream never waits
+    on a write; a flusher thread turns the queue into frames. `emit` writes a frame at once, after whatever
+    text is queued, so frames keep the order things happened in."""
+
     def __init__(
         self,
         store: FrameStore,
@@ -46,20 +51,22 @@ class FrameWriter:
         self.batch_bytes = batch_bytes
         self.clock = clock
         self.on_write = on_write
-        self._lock = threading.RLock()
-        self._channel: str | None = None
-        self._pending: list[str] = []
-        self._pending_size = 0
-        self._since = 0.0
+        self._queue_lock = threading.Lock()  # guards the queued text; never held while writing
+        self._write_lock = threading.RLock()  # one write at a time, in sequence order
+        self._queued: list[tuple[str, str]] = []  # (channel, text), in arrival order
+        self._queued_size = 0
+        self._since = 0.0  # when the oldest queued text arrived
+        self._urgent = False  # queued text that should go out now (the first after a quiet spell)
         self._last_write = float("-inf")  # the very first delta is always sent at once
+        self._wake = threading.Event()
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
 
     # --- frames -------------------------------------------------------------------------------
 
     def emit(self, event: str, data: dict[str, Any]) -> int:
-        with self._lock:
-            self._flush_locked()
+        with self._write_lock:
+            self._write_queued(force=True)
             return self._write(event, data)
 
     def _write(self, event: str, data: dict[str, Any]) -> int:
@@ -82,44 +89,58 @@ class FrameWriter:
         """Queue streamed text; `channel` is the frame event ("token" or "reasoning")."""
         if not text:
             return
-        with self._lock:
-            if self._channel is not None and channel != self._channel:
-                self._flush_locked()
-            now = self.clock()
-            if not self._pending:
+        now = self.clock()
+        with self._queue_lock:
+            if not self._queued:
                 self._since = now
-            self._channel = channel
-            self._pending.append(text)
-            self._pending_size += len(text.encode())
-            quiet = now - self._last_write >= self.batch_seconds  # the first delta after a pause goes at once
-            if quiet or self._pending_size >= self.batch_bytes or now - self._since >= self.batch_seconds:
-                self._flush_locked()
+                self._urgent = now - self._last_write >= self.batch_seconds
+            self._queued.append((channel, text))
+            self._queued_size += len(text.encode())
+            due = self._urgent or self._queued_size >= self.batch_bytes
         self._ensure_flusher()
+        if due:
+            self._wake.set()
 
     def flush(self) -> None:
-        with self._lock:
-            self._flush_locked()
+        with self._write_lock:
+            self._write_queued(force=True)
 
-    def _flush_locked(self) -> None:
-        if self._pending and self._channel:
-            text = "".join(self._pending)
-            self._pending, self._pending_size = [], 0
-            self._write(self._channel, {"delta": text})
+    def _write_queued(self, *, force: bool) -> None:
+        """Write queued text as frames (one per run of the same channel) if it is due, or always with force."""
+        with self._queue_lock:
+            if not self._queued:
+                return
+            due = self._urgent or self._queued_size >= self.batch_bytes
+            if not (force or due or self.clock() - self._since >= self.batch_seconds):
+                return
+            taken, self._queued, self._queued_size, self._urgent = self._queued, [], 0, False
+        merged: list[tuple[str, list[str]]] = []
+        for channel, text in taken:
+            if merged and merged[-1][0] == channel:
+                merged[-1][1].append(text)
+            else:
+                merged.append((channel, [text]))
+        for channel, parts in merged:
+            self._write(channel, {"delta": "".join(parts)})
 
     def _ensure_flusher(self) -> None:
         if self._flusher is None:
-            self._flusher = threading.Thread(target=self._flush_loop, name=f"frames-{self.run_id}", daemon=True)
-            self._flusher.start()
+            with self._queue_lock:
+                if self._flusher is None:
+                    self._flusher = threading.Thread(target=self._flush_loop, name=f"frames-{self.run_id}", daemon=True)
+                    self._flusher.start()
 
     def _flush_loop(self) -> None:
-        while not self._stop.wait(self.batch_seconds / 2):
-            with self._lock:
-                if self._pending and self.clock() - self._since >= self.batch_seconds:
-                    self._flush_locked()
+        while not self._stop.is_set():
+            self._wake.wait(self.batch_seconds / 2)
+            self._wake.clear()
+            with self._write_lock:
+                self._write_queued(force=False)
 
     def close(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._flusher is not None:
-            self._flusher.join(timeout=2)
+            self._flusher.join(timeout=5)
             self._flusher = None
         self.flush()
