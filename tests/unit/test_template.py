@@ -190,8 +190,8 @@ def test_sample_event_parses(event: Path) -> None:
 def test_sample_events_cover_every_function() -> None:
     # Given the sample events folder
     names = {p.stem for p in (ROOT / "events").glob("*.json")}
-    # Then each turn task has an event, and the API has at least one
-    assert {"step", "park", "finish", "fail", "continue"} <= names
+    # Then each turn task and the delivery consumer have an event, and the API has at least one
+    assert {"step", "park", "finish", "fail", "continue", "deliver"} <= names
     assert any(name.startswith("api_") for name in names)
 
 

@@ -66,6 +66,10 @@ class Settings(BaseSettings):
     # End-user tokens: longest lifetime a project key may mint.
     max_token_ttl_seconds: int = 30 * 24 * 3600
 
+    # UNSAFE outside tests and `oberik dev`: lets webhooks reach loopback and private addresses, i.e. this
+    # machine and its network. Cloud metadata addresses stay refused even then. Never set it on a deployment.
+    allow_private_webhooks: bool = False
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from oberik.adapters import keys
 from oberik.adapters.aws import client
+from oberik.domain.deliveries import DeliveryAttempt
 from oberik.domain.errors import Conflict, Contended, NotFound
 from oberik.domain.models import Message, Project, ProjectSettings, Run, Session, Turn
 from oberik.settings import Settings, get_settings
@@ -599,6 +600,15 @@ class DynamoStore:
             )
         return out
 
+    # --- context summaries ----------------------------------------------------------------------------
+
+    def get_summary(self, session_id: str) -> dict[str, Any] | None:
+        item = self._get(keys.summary_key(session_id))
+        return _strip_keys(item) if item else None
+
+    def save_summary(self, session_id: str, summary: dict[str, Any]) -> None:
+        self.db.put_item(TableName=self.table, Item=serialize({**keys.summary_key(session_id), **summary}))
+
     # --- plans (todos) ------------------------------------------------------------------------------
 
     def list_todos(self, session_id: str) -> list[dict[str, Any]]:
@@ -754,3 +764,78 @@ class DynamoStore:
         if s is None:
             raise NotFound(f"No conversation {session_id} exists for this user.")
         return s
+
+    # --- deliveries -----------------------------------------------------------------------------------
+
+    def get_webhook_secret(self, project_id: str) -> str | None:
+        item = self._get(keys.webhook_secret_key(project_id))
+        return str(item["secret"]) if item else None
+
+    def create_webhook_secret(self, project_id: str, secret: str) -> str:
+        """Store `secret` unless the project has one already; returns the one in force either way."""
+        try:
+            self.db.put_item(
+                TableName=self.table,
+                Item=serialize({**keys.webhook_secret_key(project_id), "secret": secret, "created_at": time.time()}),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return secret
+        except ClientError as e:
+            if not _failed_condition(e):
+                raise
+        existing = self.get_webhook_secret(project_id)
+        if existing is None:  # deleted between the two calls: try once more
+            return self.create_webhook_secret(project_id, secret)
+        return existing
+
+    def replace_webhook_secret(self, project_id: str, secret: str) -> None:
+        self.db.put_item(
+            TableName=self.table,
+            Item=serialize({**keys.webhook_secret_key(project_id), "secret": secret, "created_at": time.time()}),
+        )
+
+    def record_delivery_attempt(self, attempt: DeliveryAttempt, nonce: str, *, keep_seconds: int) -> None:
+        self.db.put_item(
+            TableName=self.table,
+            Item=serialize(
+                {
+                    **keys.delivery_attempt_key(attempt.delivery_id, attempt.attempt, nonce),
+                    **attempt.model_dump(mode="json"),
+                    "gsi1pk": keys.deliveries_index(attempt.project_id),
+                    "gsi1sk": keys.deliveries_sort(attempt.delivered_at, attempt.delivery_id, attempt.attempt),
+                    "expires_at": int(attempt.delivered_at) + keep_seconds,
+                }
+            ),
+        )
+
+    def delivery_attempts(self, delivery_id: str) -> list[DeliveryAttempt]:
+        """Every recorded attempt at one delivery, first attempt first."""
+        now = time.time()
+        return [
+            DeliveryAttempt.model_validate(_strip_keys(item))
+            for item in self._query(keys.delivery_pk(delivery_id), keys.DELIVERY_ATTEMPT_PREFIX)
+            if int(item.get("expires_at", now + 1)) > now
+        ]
+
+    def list_delivery_attempts(self, project_id: str, *, limit: int) -> list[DeliveryAttempt]:
+        """A project's most recent delivery attempts, newest first."""
+        now = time.time()
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "IndexName": "GSI1",
+            "KeyConditionExpression": "gsi1pk = :pk",
+            "ExpressionAttributeValues": _values({":pk": keys.deliveries_index(project_id)}),
+            "ScanIndexForward": False,
+            "Limit": limit,
+        }
+        found: list[DeliveryAttempt] = []
+        while len(found) < limit:
+            r = self.db.query(**kwargs)
+            for raw in r.get("Items", []):
+                item = deserialize(raw)
+                if int(item.get("expires_at", now + 1)) > now:
+                    found.append(DeliveryAttempt.model_validate(_strip_keys(item)))
+            if "LastEvaluatedKey" not in r:
+                break
+            kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+        return found[:limit]

@@ -64,8 +64,38 @@ def idempotency_key(project_id: str, owner: str, key: str) -> dict[str, str]:
     return {"pk": f"IDEMP#{project_id}#{owner}#{key}", "sk": META}
 
 
+def summary_key(session_id: str) -> dict[str, str]:
+    return {"pk": f"SESSION#{session_id}", "sk": "SUMMARY"}
+
+
 def todo_key(session_id: str, n: int) -> dict[str, str]:
     return {"pk": f"SESSION#{session_id}", "sk": f"TODO#{n:06d}"}
 
 
 TODO_PREFIX = "TODO#"
+
+
+def webhook_secret_key(project_id: str) -> dict[str, str]:
+    """The project's delivery signing key (turn.stopped, scheduled_task.fired)."""
+    return {"pk": f"PROJECT#{project_id}", "sk": "WEBHOOK_SECRET"}
+
+
+def delivery_pk(delivery_id: str) -> str:
+    return f"DELIVERY#{delivery_id}"
+
+
+def delivery_attempt_key(delivery_id: str, attempt: int, nonce: str) -> dict[str, str]:
+    """One attempt at one delivery; `nonce` keeps a message SQS hands out twice from overwriting a record."""
+    return {"pk": f"DELIVERY#{delivery_id}", "sk": f"ATTEMPT#{attempt:04d}#{nonce}"}
+
+
+DELIVERY_ATTEMPT_PREFIX = "ATTEMPT#"
+
+
+def deliveries_index(project_id: str) -> str:
+    """GSI1 partition listing one project's delivery attempts."""
+    return f"DELIVERIES#{project_id}"
+
+
+def deliveries_sort(at: float, delivery_id: str, attempt: int) -> str:
+    return f"{at:017.6f}#{delivery_id}#{attempt:04d}"

@@ -132,6 +132,7 @@ class ChatResponse(BaseModel):
     todos: list[dict[str, Any]] = Field(default_factory=list)
     title: str | None = None
     steered: list[str] = Field(default_factory=list)
+    context: dict[str, Any] | None = None
     reasoning: str = ""
     warnings: list[str] = Field(default_factory=list)
     finish_reason: str | None = None

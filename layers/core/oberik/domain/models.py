@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from oberik.domain.capabilities import DEFAULT_CEILING
+from oberik.domain.context import ContextSettings
 from oberik.domain.llm import Effort
 
 # --- projects -------------------------------------------------------------------------------------
@@ -33,6 +34,7 @@ class ProjectSettings(BaseModel):
     handoff_autodetect: bool = True
     embedding_model: str | None = None
     citations_markers: Literal["inline", "stripped"] = "inline"
+    context: ContextSettings = Field(default_factory=ContextSettings)
 
 
 class Project(BaseModel):
@@ -124,6 +126,7 @@ class TurnPlan(BaseModel):
     unattended: bool = False
     # Name the conversation: from the user's first message (alongside the turn) or from the first exchange.
     auto_title: Literal["message", "response"] | None = None
+    context: ContextSettings = Field(default_factory=ContextSettings)  # the project's, when the turn began
 
 
 class Turn(BaseModel):
@@ -153,6 +156,7 @@ class Turn(BaseModel):
     ui: list[dict[str, Any]] = Field(default_factory=list)
     steered: list[str] = Field(default_factory=list)
     todos_changed: bool = False
+    context: dict[str, Any] | None = None  # the compaction report, when this turn compacted
 
 
 RunStatus = Literal["running", "paused", "completed", "failed", "cancelled", "lost"]

@@ -16,6 +16,7 @@ from oberik.domain import pauses
 from oberik.domain.chat import ChatResponse
 from oberik.domain.errors import NotFound
 from oberik.domain.models import Run, Turn
+from oberik.engine import deliveries
 from oberik.engine.frames import FrameWriter
 from oberik.engine.models import resolver_for
 from oberik.engine.step import StepEngine, _message
@@ -84,6 +85,7 @@ def response_for(store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | No
         ui=turn.ui,
         todos=store.list_todos(turn.session_id) if turn.todos_changed else [],
         steered=turn.steered,
+        context=turn.context,
         title=session.title if session else None,
     ).model_dump(mode="json")
 
@@ -99,6 +101,7 @@ def announce_pause(store: DynamoStore, turn: Turn, run_id: str, pending: dict[st
         writer.emit("questions", {"questions": pending["questions"]})
     if pending.get("approvals"):
         writer.emit("approvals", {"approvals": pending["approvals"]})
+    deliveries.turn_stopped(store, turn.id)  # park, and a resume that leaves the turn paused, both come here
     return response
 
 
@@ -145,11 +148,13 @@ def finish(event: dict[str, Any]) -> dict[str, Any]:
             return {"status": "steered"}  # a steer landed after the check above
         return {"status": fresh.status if fresh else "gone"}
     FrameWriter(store, run.id).emit("done", response)
+    deliveries.turn_stopped(store, turn.id)
     logger.info("turn finished", turn_id=turn.id, run_id=run.id, steps=turn.steps)
     return {"status": "completed"}
 
 
 def _cancelled(store: DynamoStore, turn: Turn, run: Run) -> dict[str, Any]:
+    # No turn.stopped here or in fail(): neither is a reason in the spec's table, and no reply was saved.
     store.mark_turn_abandoned(turn.session_id, turn.id)
     if store.end_run(run.id, turn.session_id, {"status": "cancelled", "ended_at": time.time()}):
         FrameWriter(store, run.id).emit("cancelled", {"run_id": run.id, "session_id": turn.session_id})

@@ -15,6 +15,7 @@ ALIVE_EXECUTION = "RUNNING"
 
 def _end(store: Any, run: Run, status: str, event: str, data: dict[str, Any], **fields: Any) -> bool:
     """Move a running run to `status` exactly once, freeing its conversation, then write its terminal frame."""
+    # Cancelled and lost turns send no turn.stopped: the spec gives them no reason, and nothing was answered.
     if not store.end_run(run.id, run.session_id, {"status": status, "ended_at": time.time(), **fields}):
         return False
     store.update_turn(run.turn_id, status="cancelled" if status == "cancelled" else "failed")

@@ -15,6 +15,7 @@ from oberik.domain.ids import new_id
 from oberik.domain.llm import Completion, Delta, ModelRequest, ToolCall
 from oberik.domain.models import Message, Run, Turn
 from oberik.domain.tools import BY_NAME, PAUSING_TOOLS, TODO_TOOLS
+from oberik.engine.context import compact_if_needed, summary_block
 from oberik.engine.frames import FrameWriter
 from oberik.engine.prompt import history, system_messages
 from oberik.engine.titles import generate_title, text_of
@@ -69,6 +70,7 @@ class StepEngine:
         "ui",
         "steered",
         "todos_changed",
+        "context",
     )
 
     def __init__(
@@ -87,11 +89,11 @@ class StepEngine:
         last = [0.0, False]
 
         def should_stop() -> bool:
-            now = time.monotonic()
-            if not last[1] and now - last[0] >= self.cancel_poll_seconds:
-                last[0] = now
+            if not last[1] and time.monotonic() - last[0] >= self.cancel_poll_seconds:
                 run = self.store.get_run(run_id)
                 last[1] = bool(run is None or run.cancel_requested or run.status != "running")
+                # Timed from the end of the read: a slow read must not make every chunk read again.
+                last[0] = time.monotonic()
             return bool(last[1])
 
         return should_stop
@@ -169,9 +171,16 @@ class StepEngine:
         declared = self._declared(turn)
         model, model_id = self.model_for(plan.model)
         todos = self.store.list_todos(turn.session_id) if any(n in TODO_TOOLS for n in plan.tools) else []
-        messages = system_messages(plan, todos=todos, ui=bool(plan.ui_tools)) + history(
-            self.store.list_messages(turn.session_id)
-        )
+        system = system_messages(plan, todos=todos, ui=bool(plan.ui_tools))
+        stored = self.store.list_messages(turn.session_id)
+        if turn.steps == 0:  # before the turn produces anything
+            summary = compact_if_needed(self.store, model, model_id, turn, plan.context, system, stored, writer)
+            if turn.context:
+                self._save(turn)
+        else:
+            summary = self.store.get_summary(turn.session_id)
+        after = int(summary["up_to_seq"]) if summary else 0
+        messages = system + summary_block(summary) + history([m for m in stored if m.seq > after])
         tools = [BY_NAME[name].openai_schema() for name in plan.tools if name in BY_NAME]
         tools += [tool.openai_schema() for tool in declared.values()]
         request = ModelRequest(

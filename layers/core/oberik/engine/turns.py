@@ -125,6 +125,7 @@ class TurnStarter:
             ui_tools=req.ui_tools,
             unattended=unattended,
             auto_title=req.title_from if req.enable_auto_title and req.title is None else None,
+            context=project.settings.context,
         )
 
     def session_for(self, req: ChatRequest, project: Project, claims: TokenClaims) -> tuple[Session, bool]:

@@ -7,6 +7,9 @@ The same builder serves the tests (inside `mock_aws(config=MOTO_CONFIG)`, see `L
 - creates a moto Lambda function per template function and routes it to the real adapter in
   `functions/<name>/app.py` (the HTTP API function is left out: uvicorn or TestClient serve it),
 - creates `statemachines/turn.asl.json` with its DefinitionSubstitutions filled in,
+- creates the template's SQS queues (with their redrive policies) and SNS topics, tells the functions where
+  they are as the template does (environment variables that `!Ref` them), and runs each function's SQS event
+  source as a poller thread (`oberik.local.event_sources`), since moto runs none by itself,
 - points this process's environment (and so `get_settings()` and the client factory) at all of it.
 """
 
@@ -35,7 +38,7 @@ from moto.core.models import botocore_stubber
 from moto.server import ThreadedMotoServer
 
 from oberik.adapters import aws
-from oberik.local import lambda_routing
+from oberik.local import event_sources, lambda_routing
 from oberik.local.template import FunctionSpec, Template, functions, load_template, state_machine, table_definition
 from oberik.local.template import ttl_attribute as template_ttl_attribute
 from oberik.observability import logger
@@ -201,6 +204,9 @@ class LocalStack:
         self.ttl_attribute: str | None = None
         self.state_machine_arn = ""
         self.function_arns: dict[str, str] = {}  # function name -> ARN
+        self.queues: dict[str, tuple[str, str]] = {}  # queue logical id -> (URL, ARN)
+        self.topics: dict[str, str] = {}  # topic logical id -> ARN
+        self._pollers: list[event_sources.QueuePoller] = []
         self._env = _Environment()
         self._server: ThreadedMotoServer | None = None
         self._saved_moto_config: dict[str, Any] = {}  # moto config sections we replaced
@@ -257,6 +263,8 @@ class LocalStack:
             # A server started earlier in this process shares moto's backends: start from nothing.
             urllib.request.urlopen(urllib.request.Request(f"{stack.endpoint_url}/moto-api/reset", method="POST"))
             stack._point_environment(moto_port=bound_port)
+            # `oberik dev` is for trying webhooks against a receiver on this machine. Unsafe anywhere else.
+            stack._env.set("OBERIK_ALLOW_PRIVATE_WEBHOOKS", "1")
             stack._build(overrides or {})
         except BaseException:
             stack.stop()
@@ -268,6 +276,9 @@ class LocalStack:
         if self._stopped:
             return
         self._stopped = True
+        for poller in self._pollers:  # before the routes they call go away
+            poller.stop()
+        self._pollers = []
         lambda_routing.uninstall()
         if self._server is not None:
             self._server.stop()
@@ -337,6 +348,7 @@ class LocalStack:
 
     def _build(self, overrides: Mapping[str, lambda_routing.Route]) -> None:
         self._create_table()
+        self._create_queues_and_topics()
         role_arn = self._create_role()
         machine = state_machine(self.template)
         needed = set(machine["substitutions"].values())
@@ -362,6 +374,33 @@ class LocalStack:
         self._create_state_machine(machine["definition_path"], machine, arns_by_id, role_arn)
         self._env.set("OBERIK_STATE_MACHINE_ARN", self.state_machine_arn)
         self._refresh()
+        self._start_pollers(routes)
+
+    def _create_queues_and_topics(self) -> None:
+        self.queues = event_sources.create_queues(self._client("sqs"), self.template)
+        self.topics = event_sources.create_topics(self._client("sns"), self.template)
+        for variable, logical_id in event_sources.environment_references(self.template).items():
+            self._env.set(
+                variable, self.queues[logical_id][0] if logical_id in self.queues else self.topics[logical_id]
+            )
+
+    def _start_pollers(self, routes: Mapping[str, lambda_routing.Route]) -> None:
+        specs = functions(self.template)
+        for source in event_sources.sqs_event_sources(self.template):
+            name = specs[source["function"]]["name"]
+            url, arn = self.queues[source["queue"]]
+            poller = event_sources.QueuePoller(
+                self._client("sqs"),
+                url,
+                arn,
+                routes[name],
+                batch_size=source["batch_size"],
+                report_failures=source["report_failures"],
+                region=REGION,
+                name=name,
+            )
+            self._pollers.append(poller)
+            poller.start()
 
     def _route_for(
         self,

@@ -6,11 +6,14 @@ import time
 import uuid
 from typing import Any, Literal
 
-from fastapi import APIRouter, status
+from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from oberik.adapters import http_delivery
 from oberik.api.deps import AdminDep, ProjectDep, SettingsDep, StoreDep, forget_project
 from oberik.domain.capabilities import unknown_capabilities
+from oberik.domain.context import ContextSettings
+from oberik.domain.deliveries import DeliveryAttemptPublic, new_webhook_secret
 from oberik.domain.errors import Invalid
 from oberik.domain.identity import TokenClaims, hash_key, mint_token, new_project_key, new_signing_secret
 from oberik.domain.ids import new_id
@@ -115,6 +118,7 @@ class SettingsPublic(BaseModel):
     handoff_autodetect: bool
     embedding_model: str | None
     citations: dict[str, str]
+    context: ContextSettings
 
 
 def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
@@ -130,6 +134,7 @@ def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
         handoff_autodetect=ps.handoff_autodetect,
         embedding_model=ps.embedding_model,
         citations={"markers": ps.citations_markers},
+        context=ps.context,
     )
 
 
@@ -148,6 +153,9 @@ class SettingsPatch(BaseModel):
     webhook_url: str | None = None
     handoff_autodetect: bool | None = None
     embedding_model: str | None = None
+    context: ContextSettings | None = Field(
+        default=None, description="when and how a long conversation is compacted for the model"
+    )
 
 
 @router.patch("/{id}/settings", response_model=SettingsPublic)
@@ -181,11 +189,16 @@ def patch_project_settings(
                 current.providers.pop(name, None)
             else:
                 current.providers[name] = provider
+    if sent.get("webhook_url") is not None:
+        # Refused here with a sentence, and checked again before every delivery (the name may move).
+        http_delivery.check(body.webhook_url or "", allow_private=settings.allow_private_webhooks, field="webhook_url")
     for simple in ("system_prompt", "webhook_url", "embedding_model", "default_model"):
         if simple in sent:
             setattr(current, simple, sent[simple])
     if "handoff_autodetect" in sent and body.handoff_autodetect is not None:
         current.handoff_autodetect = body.handoff_autodetect
+    if "context" in sent:
+        current.context = body.context or ContextSettings()
     if current.default_model:
         resolver_for(current.providers, settings)(current.default_model)
     store.save_project_settings(project.id, current)
@@ -204,3 +217,47 @@ def put_citations(body: CitationsSetting, project: ProjectDep, store: StoreDep) 
     store.save_project_settings(project.id, current)
     forget_project(project.id)
     return body
+
+
+# --- deliveries we send (turn.stopped, scheduled_task.fired) ---------------------------------------------
+
+
+class WebhookSecret(BaseModel):
+    secret: str = Field(description="the key every delivery's X-Signature is an HMAC-SHA256 with")
+
+
+@router.get("/{id}/webhook-secret", response_model=WebhookSecret)
+def get_webhook_secret(project: ProjectDep, store: StoreDep) -> WebhookSecret:
+    """The project's delivery signing key, made the first time it is asked for (or first needed)."""
+    return WebhookSecret(
+        secret=store.get_webhook_secret(project.id) or store.create_webhook_secret(project.id, new_webhook_secret())
+    )
+
+
+@router.post("/{id}/webhook-secret/rotate", response_model=WebhookSecret)
+def rotate_webhook_secret(project: ProjectDep, store: StoreDep) -> WebhookSecret:
+    """A new key; the next delivery (retries of earlier ones included) is signed with it."""
+    secret = new_webhook_secret()
+    store.replace_webhook_secret(project.id, secret)
+    return WebhookSecret(secret=secret)
+
+
+class DeliveriesPage(BaseModel):
+    items: list[DeliveryAttemptPublic]
+
+
+@router.get("/{id}/webhook-deliveries", response_model=DeliveriesPage)
+def list_webhook_deliveries(
+    project: ProjectDep,
+    store: StoreDep,
+    limit: int = Query(default=50, ge=1, le=500),
+    delivery_id: str | None = Query(default=None, max_length=100, description="only the attempts of this delivery"),
+) -> DeliveriesPage:
+    """Recent attempts at the project's deliveries, newest first: one item per attempt, so a retried delivery
+    shows each try with its status code, duration and error."""
+    if delivery_id is not None:
+        attempts = [a for a in store.delivery_attempts(delivery_id) if a.project_id == project.id]
+        attempts = sorted(attempts, key=lambda a: a.delivered_at, reverse=True)[:limit]
+    else:
+        attempts = store.list_delivery_attempts(project.id, limit=limit)
+    return DeliveriesPage(items=[DeliveryAttemptPublic.model_validate(a.model_dump()) for a in attempts])
