@@ -297,3 +297,18 @@ def test_a_taken_sequence_number_is_skipped_never_overwritten():
     assert writer.seq == 2
     assert writer.emit("done", {}) == 3
     assert store.frames[2][1] == {"delta": "from a retried writer"}
+
+
+# --- settings -------------------------------------------------------------------------------------------
+
+
+def test_a_configured_openai_endpoint_becomes_the_default_model_unless_one_is_named(monkeypatch: pytest.MonkeyPatch):
+    from oberik.settings import Settings
+
+    for name in ("OPENAI_API_KEY", "OBERIK_OPENAI_API_KEY", "OBERIK_DEFAULT_MODEL", "OPENAI_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert Settings().default_model == "offline/oberik-offline"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    assert Settings().default_model == "openai/gpt-4o-mini"
+    monkeypatch.setenv("OBERIK_DEFAULT_MODEL", "vllm/qwen")
+    assert Settings().default_model == "vllm/qwen"

@@ -272,13 +272,14 @@ def _write_dev_file(info: dict[str, str]) -> None:
 
 
 def _print_banner(info: dict[str, str], aws_endpoint: str, settings: Any) -> None:
-    if settings.openai_api_key is not None:
-        model = f"model: {settings.openai_model} (OPENAI_API_KEY is set)"
-    else:
+    if settings.default_model.startswith("offline/"):
         model = f"model: {settings.default_model}, the built-in offline model (set OPENAI_API_KEY for a real one)"
+    else:
+        model = f"model: {settings.default_model}"
     lines = [
         "",
         f"oberik dev is running at {info['url']}",
+        f"  playground:    {info['url']}/?token={info['token']}",
         f"  embedded AWS:  {aws_endpoint}",
         f"  {model}",
         f"  project id:    {info['project_id']}",

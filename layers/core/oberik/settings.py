@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr
+from pydantic import AliasChoices, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     # UNSAFE outside tests and `oberik dev`: lets webhooks reach loopback and private addresses, i.e. this
     # machine and its network. Cloud metadata addresses stay refused even then. Never set it on a deployment.
     allow_private_webhooks: bool = False
+
+    @model_validator(mode="after")
+    def _default_to_the_configured_provider(self) -> Settings:
+        # With an OpenAI-compatible endpoint configured and no default named, use it rather than the offline model.
+        if "default_model" not in self.model_fields_set and self.openai_api_key is not None:
+            self.default_model = f"openai/{self.openai_model}"
+        return self
 
 
 @lru_cache(maxsize=1)
