@@ -179,3 +179,21 @@ def test_tell_me_the_time_after_a_wait_runs_wait_then_current_time() -> None:
     # Then it waits first, then asks the time
     assert [c.name for c in first.tool_calls] == ["wait"]
     assert [c.name for c in second.tool_calls] == ["current_time"]
+
+
+def test_asking_for_approval_pauses_then_reports_the_decision() -> None:
+    # Given a message that wants to be asked first, with request_approval offered
+    tools = [*TOOLS, {"type": "function", "function": {"name": "request_approval", "parameters": {}}}]
+    messages = [{"role": "user", "content": "Email the Q3 numbers to finance, but ask me first"}]
+
+    # When the model is called, then fed an approval
+    _, first = run(messages, tools)
+    answer_tool(messages, first, {})
+    messages[-1]["content"] = "The user approved this. Go ahead."
+    _, second = run(messages, tools)
+
+    # Then it asked with the action named, and reports the approval honestly
+    (call,) = first.tool_calls
+    assert call.name == "request_approval"
+    assert json.loads(call.arguments)["action"] == "Email the Q3 numbers to finance"
+    assert second.content.startswith("You approved: Email the Q3 numbers to finance.")

@@ -38,6 +38,11 @@ _NUMBER_WORDS = {
     "nine": 9,
     "ten": 10,
 }
+# "... but ask me first", "with my approval", "ask for my approval before ..."
+_APPROVAL_RE = re.compile(
+    r"ask\s+(?:me|for\s+(?:my\s+)?(?:approval|permission))(?:\s+(?:first|before))?|with\s+my\s+(?:approval|ok)",
+    re.IGNORECASE,
+)
 _WAIT_RE = re.compile(
     r"\b(?:wait|pause|sleep)\s+(?:for\s+)?(?:about\s+)?(\d+(?:\.\d+)?|" + "|".join(_NUMBER_WORDS) + r")\s*"
     r"(?:seconds?|secs?|s)\b",
@@ -195,6 +200,22 @@ def _offered_tools(tools: list[dict[str, Any]]) -> set[str]:
 
 def _intents(text: str, offered: set[str]) -> list[_Intent]:
     found: list[_Intent] = []
+    if "request_approval" in offered and (approval := _APPROVAL_RE.search(text)):
+        # Asking comes before anything else the message wants done.
+        action = " ".join(_APPROVAL_RE.sub("", text).split()).strip(" ,.;:-")
+        action = re.sub(r"[\s,;]+(?:but|and|then)$", "", action, flags=re.IGNORECASE).strip(" ,.;:-") or "Go ahead"
+        found.append(
+            _Intent(
+                -1,
+                "request_approval",
+                {
+                    "action": action[:1].upper() + action[1:],
+                    "detail": "Asked by the built-in offline model, which will not actually do it.",
+                    "consequence": "None here: the offline model only pretends.",
+                },
+            )
+        )
+        del approval
     if "current_time" in offered and (match := _TIME_RE.search(text)):
         zone = _TIMEZONE_RE.search(text)
         found.append(_Intent(match.start(), "current_time", {"timezone": zone.group(0)} if zone else {}))
@@ -264,6 +285,13 @@ def _describe(name: str, arguments: dict[str, Any], result: Any) -> str:
                 return f"It is {moment} ({zone})." if zone else f"It is {moment}."
         if isinstance(result, str) and result.strip():
             return f"It is {_short(result)}."
+    if name == "request_approval":
+        text = result if isinstance(result, str) else ""
+        if text.startswith("The user approved"):
+            return (
+                f"You approved: {arguments.get('action', 'that')}. (I'm the offline model, so nothing was really done.)"
+            )
+        return "You said no, so I stopped there. What would you like me to do instead?"
     if name == "wait":
         waited = _first(result, "waited_seconds", "waited", "seconds") if isinstance(result, dict) else None
         seconds = waited if waited is not None else arguments.get("seconds")
