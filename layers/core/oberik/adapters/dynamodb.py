@@ -115,6 +115,10 @@ class DynamoStore:
                 return
             kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
 
+    def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
+        """A transaction's Put of an item that must not exist yet (a retry never overwrites)."""
+        return {"Put": {"TableName": self.table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
+
     def _update_request(
         self,
         key: dict[str, str],
@@ -168,13 +172,7 @@ class DynamoStore:
         doc["settings"] = self._settings_doc(project.settings)
         self.db.transact_write_items(
             TransactItems=[
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": serialize({**keys.project_key(project.id), **doc}),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
+                self._put_new(serialize({**keys.project_key(project.id), **doc})),
                 {
                     "Put": {
                         "TableName": self.table,
@@ -381,15 +379,7 @@ class DynamoStore:
         now = session.updated_at
         items: list[dict[str, Any]] = []
         if created:
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": serialize(self._session_item(session)),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
+            items.append(self._put_new(serialize(self._session_item(session))))
         else:
             items.append(
                 {
@@ -413,15 +403,7 @@ class DynamoStore:
                 }
             )
         for m in messages:
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": serialize(self._message_item(m)),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
+            items.append(self._put_new(serialize(self._message_item(m))))
         items.append(
             {
                 "Put": {
@@ -734,24 +716,10 @@ class DynamoStore:
                     cond_values={":ps": expected_pause, ":paused": "paused"},
                 )
             },
-            {
-                "Put": {
-                    "TableName": self.table,
-                    "Item": serialize({**keys.run_key(run.id), **run.model_dump(mode="json")}),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
+            self._put_new(serialize({**keys.run_key(run.id), **run.model_dump(mode="json")})),
         ]
         for m in messages:
-            items.append(
-                {
-                    "Put": {
-                        "TableName": self.table,
-                        "Item": serialize(self._message_item(m)),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                }
-            )
+            items.append(self._put_new(serialize(self._message_item(m))))
         try:
             self.db.transact_write_items(TransactItems=items)
         except ClientError as e:
