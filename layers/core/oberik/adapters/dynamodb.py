@@ -15,7 +15,7 @@ from oberik.adapters import keys
 from oberik.adapters.aws import client
 from oberik.domain.deliveries import DeliveryAttempt
 from oberik.domain.errors import Conflict, Contended, NotFound
-from oberik.domain.models import Message, Project, ProjectSettings, Run, Session, Turn
+from oberik.domain.models import FRAME_RETENTION_SECONDS, Message, Project, ProjectSettings, Run, Session, Turn
 from oberik.settings import Settings, get_settings
 
 _ser = TypeSerializer()
@@ -420,6 +420,7 @@ class DynamoStore:
                 }
             }
         )
+        items.extend(self.opening_frames(run, int(now) + FRAME_RETENTION_SECONDS))
         if idempotency_key is not None:
             idem = {
                 **keys.idempotency_key(turn.project_id, turn.owner, idempotency_key),
@@ -548,8 +549,8 @@ class DynamoStore:
             return int(item["seq"])
         return 0
 
-    def put_frame(self, run_id: str, seq: int, event: str, data: dict[str, Any], expires_at: int | None = None) -> bool:
-        """Write one frame unless that sequence number is already taken (a retried writer never overwrites)."""
+    @staticmethod
+    def _frame_item(run_id: str, seq: int, event: str, data: dict[str, Any], expires_at: int | None) -> dict[str, Any]:
         item: dict[str, Any] = {
             **keys.frame_key(run_id, seq),
             "seq": seq,
@@ -559,6 +560,23 @@ class DynamoStore:
         }
         if expires_at is not None:
             item["expires_at"] = expires_at
+        return item
+
+    def opening_frames(self, run: Run, expires_at: int) -> list[dict[str, Any]]:
+        """A transaction's Puts of a run's first two frames, `run` and `start`, written with the run itself so
+        a streaming client has them before any Lambda has started."""
+        return [
+            self._put_new(serialize(self._frame_item(run.id, 1, "run", {"run_id": run.id}, expires_at))),
+            self._put_new(
+                serialize(
+                    self._frame_item(run.id, 2, "start", {"session_id": run.session_id, "run_id": run.id}, expires_at)
+                )
+            ),
+        ]
+
+    def put_frame(self, run_id: str, seq: int, event: str, data: dict[str, Any], expires_at: int | None = None) -> bool:
+        """Write one frame unless that sequence number is already taken (a retried writer never overwrites)."""
+        item = self._frame_item(run_id, seq, event, data, expires_at)
         try:
             self.db.put_item(TableName=self.table, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)")
             return True
@@ -717,6 +735,7 @@ class DynamoStore:
                 )
             },
             self._put_new(serialize({**keys.run_key(run.id), **run.model_dump(mode="json")})),
+            *(self.opening_frames(run, int(now) + FRAME_RETENTION_SECONDS) if generating else []),
         ]
         for m in messages:
             items.append(self._put_new(serialize(self._message_item(m))))

@@ -159,6 +159,10 @@ class Turn(BaseModel):
     context: dict[str, Any] | None = None  # the compaction report, when this turn compacted
 
 
+# Frames are physically removed a day after they are written; a finished run's frames stop being served
+# 10 minutes after it ended (readers check that themselves, since TTL deletion is lazy).
+FRAME_RETENTION_SECONDS = 24 * 3600
+
 RunStatus = Literal["running", "paused", "completed", "failed", "cancelled", "lost"]
 # `lost`: the run was generating and whatever ran it went away without finishing it.
 TERMINAL_RUN = frozenset({"paused", "completed", "failed", "cancelled", "lost"})

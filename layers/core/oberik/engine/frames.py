@@ -13,11 +13,9 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from oberik.domain.models import FRAME_RETENTION_SECONDS
 from oberik.engine import notify
 
-# Frames are physically removed a day after they are written; a finished run's frames stop being
-# served 10 minutes after it ended (readers check that themselves, since TTL deletion is lazy).
-FRAME_RETENTION_SECONDS = 24 * 3600
 TERMINAL_EVENTS = frozenset({"done", "cancelled", "error"})
 
 
