@@ -347,14 +347,15 @@ class DynamoStore:
             self.db.batch_write_item(RequestItems={self.table: batch})
         return stored
 
-    def mark_turn_abandoned(self, session_id: str, turn_id: str) -> None:
-        """The turn produced no answer: its user messages stay visible, flagged; nothing of it is replayed."""
+    def mark_turn_abandoned(self, session_id: str, turn_id: str, *, flag: str = "turn_abandoned") -> None:
+        """The turn is not part of what the model sees again (it produced no answer, or its message was
+        refused): its user messages stay visible with `extra[flag]`; nothing of it is replayed."""
         for m in self.list_messages(session_id):
             if m.turn_id != turn_id or m.abandoned:
                 continue
             sets: dict[str, Any] = {"abandoned": True}
             if m.role == "user":
-                sets["extra"] = {**m.extra, "turn_abandoned": True}
+                sets["extra"] = {**m.extra, flag: True}
             self._update(keys.message_key(session_id, m.seq), sets)
 
     # --- turns, runs, the session claim -----------------------------------------------------------

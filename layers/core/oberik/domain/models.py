@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from oberik.domain.capabilities import DEFAULT_CEILING
 from oberik.domain.context import ContextSettings
+from oberik.domain.guardrails import GuardrailSettings
 from oberik.domain.llm import Effort
 
 # --- projects -------------------------------------------------------------------------------------
@@ -35,6 +36,7 @@ class ProjectSettings(BaseModel):
     embedding_model: str | None = None
     citations_markers: Literal["inline", "stripped"] = "inline"
     context: ContextSettings = Field(default_factory=ContextSettings)
+    guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
 
 
 class Project(BaseModel):
@@ -127,6 +129,7 @@ class TurnPlan(BaseModel):
     # Name the conversation: from the user's first message (alongside the turn) or from the first exchange.
     auto_title: Literal["message", "response"] | None = None
     context: ContextSettings = Field(default_factory=ContextSettings)  # the project's, when the turn began
+    guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
 
 
 class Turn(BaseModel):
@@ -157,6 +160,7 @@ class Turn(BaseModel):
     steered: list[str] = Field(default_factory=list)
     todos_changed: bool = False
     context: dict[str, Any] | None = None  # the compaction report, when this turn compacted
+    guard_flags: list[dict[str, Any]] = Field(default_factory=list)
 
 
 # Frames are physically removed a day after they are written; a finished run's frames stop being served

@@ -86,6 +86,7 @@ def response_for(store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | No
         todos=store.list_todos(turn.session_id) if turn.todos_changed else [],
         steered=turn.steered,
         context=turn.context,
+        guard_flags=turn.guard_flags,
         title=session.title if session else None,
     ).model_dump(mode="json")
 

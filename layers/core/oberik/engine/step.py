@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from oberik.domain import pauses
+from oberik.domain import guardrails, pauses
 from oberik.domain.errors import ModelError
 from oberik.domain.ids import new_id
 from oberik.domain.llm import Completion, Delta, ModelRequest, ToolCall
@@ -71,6 +71,7 @@ class StepEngine:
         "steered",
         "todos_changed",
         "context",
+        "guard_flags",
     )
 
     def __init__(
@@ -170,6 +171,12 @@ class StepEngine:
         plan = turn.plan
         declared = self._declared(turn)
         model, model_id = self.model_for(plan.model)
+        guard = plan.guardrails
+        if turn.steps == 0 and (verdict := self._input_stage(turn, writer)) is not None:
+            turn.content = turn.answer = verdict["content"]
+            turn.finish_reason = "guardrail"
+            self._save(turn)
+            return StepResult("finish")
         todos = self.store.list_todos(turn.session_id) if any(n in TODO_TOOLS for n in plan.tools) else []
         system = system_messages(plan, todos=todos, ui=bool(plan.ui_tools))
         stored = self.store.list_messages(turn.session_id)
@@ -181,6 +188,8 @@ class StepEngine:
             summary = self.store.get_summary(turn.session_id)
         after = int(summary["up_to_seq"]) if summary else 0
         messages = system + summary_block(summary) + history([m for m in stored if m.seq > after])
+        if guard.mask_personal_data:
+            messages = self._masked(messages, turn, writer)
         tools = [BY_NAME[name].openai_schema() for name in plan.tools if name in BY_NAME]
         tools += [tool.openai_schema() for tool in declared.values()]
         request = ModelRequest(
@@ -227,8 +236,88 @@ class StepEngine:
             self._save(turn)
             if plan.auto_title == "response":
                 self._name(turn, writer, turn.content)  # named from the first exchange: it arrives with done
+            if guard.groundedness:
+                self._judge(turn, model, model_id, writer)
             return StepResult("finish")
         return self._tools(turn, completion, declared, writer)
+
+    # --- guardrails ---------------------------------------------------------------------------------
+
+    def _flag(self, turn: Turn, flag: dict[str, Any], writer: FrameWriter) -> None:
+        turn.guard_flags.append(flag)
+        writer.emit("guardrail", flag)
+
+    def _input_stage(self, turn: Turn, writer: FrameWriter) -> dict[str, Any] | None:
+        """Refuse a message the project blocks, before the model sees anything of it."""
+        guard = turn.plan.guardrails
+        if not (guard.blocked_topics or guard.blocked_patterns):
+            return None
+        asked = [m for m in self.store.list_messages(turn.session_id) if m.turn_id == turn.id and m.role == "user"]
+        for m in asked:
+            verdict = guardrails.blocked(guard, text_of(m.content))
+            if verdict is not None:
+                # The refused message is kept in the transcript but never shown to the model, now or later.
+                self.store.mark_turn_abandoned(turn.session_id, turn.id, flag="guardrail_blocked")
+                self._flag(turn, verdict, writer)
+                writer.delta("token", verdict["content"])
+                return verdict
+        return None
+
+    def _masked(self, messages: list[dict[str, Any]], turn: Turn, writer: FrameWriter) -> list[dict[str, Any]]:
+        """Personal data in what the users wrote is replaced before the model sees it (the transcript keeps it)."""
+        found: set[str] = set()
+        out = []
+        for m in messages:
+            if m.get("role") == "user" and isinstance(m.get("content"), str):
+                text, kinds = guardrails.mask(m["content"])
+                found.update(kinds)
+                m = {**m, "content": text}
+            elif m.get("role") == "user" and isinstance(m.get("content"), list):
+                parts = []
+                for part in m["content"]:
+                    if part.get("type") == "text":
+                        text, kinds = guardrails.mask(part.get("text", ""))
+                        found.update(kinds)
+                        part = {**part, "text": text}
+                    parts.append(part)
+                m = {**m, "content": parts}
+            out.append(m)
+        if found and turn.steps == 0:
+            self._flag(
+                turn,
+                {
+                    "stage": "input",
+                    "flags": ["personal_data_masked"],
+                    "reason": "masked before the model saw it: " + ", ".join(sorted(found)),
+                },
+                writer,
+            )
+        return out
+
+    def _judge(self, turn: Turn, model: Model, model_id: str, writer: FrameWriter) -> None:
+        """A separate call judges the answer against what the turn's tools returned; a failure flags nothing."""
+        evidence = [
+            str(m.content)
+            for m in self.store.list_messages(turn.session_id)
+            if m.turn_id == turn.id and m.role == "tool"
+        ]
+        if not evidence or not turn.content.strip():
+            return
+        try:
+            completion: Completion | None = None
+            ask = ModelRequest(
+                model=model_id, messages=guardrails.judge_prompt(turn.content, evidence), temperature=0.0
+            )
+            for item in model.stream(ask):
+                if isinstance(item, Completion):
+                    completion = item
+            flag = guardrails.read_verdict(completion.content if completion else "")
+        except ModelError:
+            logger.warning("the groundedness judge failed", turn_id=turn.id)
+            return
+        if flag is not None:
+            self._flag(turn, flag, writer)
+        self._save(turn)
 
     def _declared(self, turn: Turn) -> dict[str, pauses.DeclaredTool]:
         reserved = set(BY_NAME)

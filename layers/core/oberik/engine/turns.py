@@ -126,6 +126,7 @@ class TurnStarter:
             unattended=unattended,
             auto_title=req.title_from if req.enable_auto_title and req.title is None else None,
             context=project.settings.context,
+            guardrails=project.settings.guardrails,
         )
 
     def session_for(self, req: ChatRequest, project: Project, claims: TokenClaims) -> tuple[Session, bool]:

@@ -80,6 +80,10 @@ class OfflineModel:
         self, request: ModelRequest, should_stop: Callable[[], bool] | None = None
     ) -> Iterator[Delta | Completion]:
         messages = request.messages
+        if messages and _text(messages[0].get("content")).startswith("[oberik:judge]"):
+            # It cannot judge anything, so it never claims an answer is ungrounded.
+            yield Completion(content="GROUNDED", finish_reason="stop", usage=_usage(1, 1))
+            return
         aside = _aside(messages)
         if aside is not None:
             yield Delta("content", aside)

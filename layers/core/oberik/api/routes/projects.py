@@ -15,6 +15,7 @@ from oberik.domain.capabilities import unknown_capabilities
 from oberik.domain.context import ContextSettings
 from oberik.domain.deliveries import DeliveryAttemptPublic, new_webhook_secret
 from oberik.domain.errors import Invalid
+from oberik.domain.guardrails import GuardrailSettings
 from oberik.domain.identity import TokenClaims, hash_key, mint_token, new_project_key, new_signing_secret
 from oberik.domain.ids import new_id
 from oberik.domain.llm import Effort
@@ -119,6 +120,7 @@ class SettingsPublic(BaseModel):
     embedding_model: str | None
     citations: dict[str, str]
     context: ContextSettings
+    guardrails: GuardrailSettings
 
 
 def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
@@ -135,6 +137,7 @@ def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
         embedding_model=ps.embedding_model,
         citations={"markers": ps.citations_markers},
         context=ps.context,
+        guardrails=ps.guardrails,
     )
 
 
@@ -156,6 +159,7 @@ class SettingsPatch(BaseModel):
     context: ContextSettings | None = Field(
         default=None, description="when and how a long conversation is compacted for the model"
     )
+    guardrails: GuardrailSettings | None = Field(default=None, description="input and output checks on every turn")
 
 
 @router.patch("/{id}/settings", response_model=SettingsPublic)
@@ -199,6 +203,8 @@ def patch_project_settings(
         current.handoff_autodetect = body.handoff_autodetect
     if "context" in sent:
         current.context = body.context or ContextSettings()
+    if "guardrails" in sent:
+        current.guardrails = body.guardrails or GuardrailSettings()
     if current.default_model:
         resolver_for(current.providers, settings)(current.default_model)
     store.save_project_settings(project.id, current)
