@@ -130,3 +130,26 @@ def test_the_context_settings_are_set_and_read_with_the_project_key(api: Api, pr
         f"/api/projects/{project.id}/settings", json={"context": {"threshold": 2}}, headers=project.headers
     )
     assert bad.status_code == 422 and "threshold" in bad.json()["detail"]
+
+
+def test_the_providers_own_token_counts_calibrate_the_estimate(
+    api: Api, token: str, scripted_project: Project, provider: ScriptedProvider
+):
+    # Given a provider that reports far more prompt tokens than the characters suggest
+    dense = {"prompt_tokens": 1500, "completion_tokens": 5, "total_tokens": 1505}
+    sid = None
+    for i in range(3):
+        provider.script(Reply(text=f"answer {i}", usage=dense))
+        body = {"message": f"question {i} " + "x" * 40}
+        if sid:
+            body["session_id"] = sid
+        sid = api.chat(token, **body).json()["session_id"]
+    # And a window that the character estimate alone would not reach
+    _small_window(scripted_project, window=1600)  # characters alone would estimate about 250 tokens
+    provider.script_when(COMPACT_TASK, Reply(text="Notes."))
+    provider.script(Reply(text="ok", usage=dense))
+
+    # When the next turn starts, then it compacts, because the measured counts say the window is nearly full
+    body = api.chat(token, message="next", session_id=sid).json()
+    assert body["context"]["phase"] == "compacted"
+    assert body["context"]["tokens_before"] > 0.8 * 1600

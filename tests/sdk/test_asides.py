@@ -87,6 +87,19 @@ def test_a_provider_that_hangs_is_an_empty_answer_at_the_deadline(
     assert elapsed < 2.0
 
 
+def test_the_deadline_is_a_project_setting(live: str, api: Api, token: str, scripted_project: Project, provider):
+    # Given a project whose asides may take 0.3 s, and a provider that takes 2 s
+    client = Client(live, token=token)
+    sid = conversation(client, provider)
+    api.configure(scripted_project, aside_deadline_seconds=0.3)
+    provider.script(Reply(text=SUGGESTIONS, ttft=2.0))
+
+    # When follow-ups are asked for, then they are empty, on the project's time
+    started = time.monotonic()
+    assert client.sessions.followups(sid) == []
+    assert time.monotonic() - started < 1.5
+
+
 def test_another_users_conversation_is_a_404(live: str, api: Api, scripted_project: Project, provider):
     ana = Client(live, token=api.token(scripted_project, "ana"))
     bob = Client(live, token=api.token(scripted_project, "bob"))

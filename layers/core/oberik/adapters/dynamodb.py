@@ -607,6 +607,20 @@ class DynamoStore:
         item = self._get(keys.summary_key(session_id))
         return _strip_keys(item) if item else None
 
+    def note_prompt_size(self, session_id: str, chars: int, tokens: int) -> None:
+        """Remember the provider's token count for a request of `chars` characters (it calibrates estimates)."""
+        self._update(
+            keys.session_key(session_id),
+            {"prompt_chars": chars, "prompt_tokens": tokens},
+            condition="attribute_exists(pk)",
+        )
+
+    def prompt_measure(self, session_id: str) -> tuple[int, int] | None:
+        item = self._get(keys.session_key(session_id), consistent=False)
+        if item and item.get("prompt_chars") and item.get("prompt_tokens"):
+            return int(item["prompt_chars"]), int(item["prompt_tokens"])
+        return None
+
     def save_summary(self, session_id: str, summary: dict[str, Any]) -> None:
         self.db.put_item(TableName=self.table, Item=serialize({**keys.summary_key(session_id), **summary}))
 

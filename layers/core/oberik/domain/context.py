@@ -35,9 +35,21 @@ class ContextSettings(BaseModel):
         return self.window_tokens.get(model, self.default_window_tokens)
 
 
-def estimate_tokens(messages: list[dict[str, Any]], chars_per_token: float = CHARS_PER_TOKEN) -> int:
-    chars = sum(len(json.dumps(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or "")) for m in messages)
-    return int(chars / chars_per_token) + PER_MESSAGE_TOKENS * len(messages)
+def size_of(messages: list[dict[str, Any]]) -> int:
+    """The characters of a request, measured the same way every time so provider counts can calibrate it."""
+    return sum(len(json.dumps(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or "")) for m in messages)
+
+
+def chars_per_token(measured: tuple[int, int] | None) -> float:
+    """From the provider's own count of a past request (characters, prompt tokens), a little on the safe side;
+    without one, the conservative default."""
+    if not measured or measured[0] <= 0 or measured[1] <= 0:
+        return CHARS_PER_TOKEN
+    return max(0.5, 0.9 * measured[0] / measured[1])
+
+
+def estimate_tokens(messages: list[dict[str, Any]], per_token: float = CHARS_PER_TOKEN) -> int:
+    return int(size_of(messages) / per_token) + PER_MESSAGE_TOKENS * len(messages)
 
 
 def fold_boundary(messages: list[Message], current_turn: str, keep_recent_turns: int, after_seq: int) -> int:

@@ -37,6 +37,8 @@ class ProjectSettings(BaseModel):
     citations_markers: Literal["inline", "stripped"] = "inline"
     context: ContextSettings = Field(default_factory=ContextSettings)
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
+    # How long follow-ups and the recap may take before they answer empty (None: the platform's 30 s).
+    aside_deadline_seconds: float | None = Field(default=None, gt=0, le=300)
 
 
 class Project(BaseModel):

@@ -236,7 +236,7 @@ def _run(
         logger.info("aside has no model", model=name, error=str(exc)[:200])
         return None
     request = ModelRequest(model=model_id, messages=messages, tools=[], temperature=TEMPERATURE)
-    return ask_model(model, request, ASIDE_DEADLINE_SECONDS)
+    return ask_model(model, request, project.settings.aside_deadline_seconds or ASIDE_DEADLINE_SECONDS)
 
 
 def followups(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from oberik.domain.context import ContextSettings, estimate_tokens, fold_boundary
+from oberik.domain.context import ContextSettings, chars_per_token, estimate_tokens, fold_boundary
 from oberik.domain.llm import Completion, ModelRequest
 from oberik.domain.models import Message, Turn
 from oberik.engine.frames import FrameWriter
@@ -62,7 +62,8 @@ def compact_if_needed(
     summary = store.get_summary(turn.session_id)
     after = int(summary["up_to_seq"]) if summary else 0
     request = system + summary_block(summary) + history([m for m in messages if m.seq > after])
-    before = estimate_tokens(request)
+    per_token = chars_per_token(store.prompt_measure(turn.session_id))  # the provider's own counts, when known
+    before = estimate_tokens(request, per_token)
     window = settings.window_for(turn.plan.model)
     if before <= settings.threshold * window:
         return summary
@@ -94,7 +95,7 @@ def compact_if_needed(
     report = {
         "phase": "compacted",
         "tokens_before": before,
-        "tokens_after": estimate_tokens(after_request),
+        "tokens_after": estimate_tokens(after_request, per_token),
         "messages_folded": len(folded),
         "window": window,
     }

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oberik.domain import guardrails, pauses
+from oberik.domain.context import size_of
 from oberik.domain.errors import ModelError
 from oberik.domain.ids import new_id
 from oberik.domain.llm import Completion, Delta, ModelRequest, ToolCall
@@ -211,6 +212,9 @@ class StepEngine:
             completion = retried
 
         turn.steps += 1
+        prompt_tokens = (completion.usage or {}).get("prompt_tokens")
+        if isinstance(prompt_tokens, int) and prompt_tokens > 0:
+            self.store.note_prompt_size(turn.session_id, size_of(messages), prompt_tokens)
         for k, v in (completion.usage or {}).items():
             if isinstance(v, int):
                 turn.usage[k] = turn.usage.get(k, 0) + v

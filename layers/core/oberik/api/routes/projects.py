@@ -121,6 +121,7 @@ class SettingsPublic(BaseModel):
     citations: dict[str, str]
     context: ContextSettings
     guardrails: GuardrailSettings
+    aside_deadline_seconds: float | None
 
 
 def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
@@ -138,6 +139,7 @@ def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
         citations={"markers": ps.citations_markers},
         context=ps.context,
         guardrails=ps.guardrails,
+        aside_deadline_seconds=ps.aside_deadline_seconds,
     )
 
 
@@ -160,6 +162,9 @@ class SettingsPatch(BaseModel):
         default=None, description="when and how a long conversation is compacted for the model"
     )
     guardrails: GuardrailSettings | None = Field(default=None, description="input and output checks on every turn")
+    aside_deadline_seconds: float | None = Field(
+        default=None, gt=0, le=300, description="follow-ups and recap answer empty after this long (null: 30 s)"
+    )
 
 
 @router.patch("/{id}/settings", response_model=SettingsPublic)
@@ -203,6 +208,8 @@ def patch_project_settings(
         current.handoff_autodetect = body.handoff_autodetect
     if "context" in sent:
         current.context = body.context or ContextSettings()
+    if "aside_deadline_seconds" in sent:
+        current.aside_deadline_seconds = body.aside_deadline_seconds
     if "guardrails" in sent:
         current.guardrails = body.guardrails or GuardrailSettings()
     if current.default_model:
