@@ -95,3 +95,21 @@ def test_an_invalid_pattern_is_a_clear_error(api: Api, project: Project):
         headers=project.headers,
     )
     assert r.status_code == 422 and "blocked_patterns" in r.json()["detail"]
+
+
+def test_a_capability_that_degrades_says_so_on_warnings(api: Api, token: str, provider: ScriptedProvider):
+    # Given a project with no embedding model and a request that asks for tool narrowing
+    provider.script(Reply(text="a"), Reply(text="b"))
+
+    # When the request switches enable_action_space on, the turn says it could not narrow; otherwise it is quiet
+    asked = api.chat(token, message="x", enable_action_space=True).json()
+    quiet = api.chat(token, message="y").json()
+    assert any("enable_action_space could not narrow" in w for w in asked["warnings"])
+    assert quiet["warnings"] == []
+
+
+def test_the_masking_frame_carries_what_the_model_saw(api: Api, token: str, scripted_project: Project, provider):
+    api.configure(scripted_project, guardrails={"mask_personal_data": True})
+    provider.script(Reply(text="ok"))
+    body = api.chat(token, message="card 4111 1111 1111 1111").json()
+    assert body["guard_flags"][0]["content"] == "card [card number]"

@@ -132,6 +132,8 @@ class TurnPlan(BaseModel):
     auto_title: Literal["message", "response"] | None = None
     context: ContextSettings = Field(default_factory=ContextSettings)  # the project's, when the turn began
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
+    # Sentences the turn starts with, e.g. a capability the request asked for that could not do its job.
+    warnings: list[str] = Field(default_factory=list)
 
 
 class Turn(BaseModel):

@@ -270,7 +270,7 @@ class StepEngine:
     def _masked(self, messages: list[dict[str, Any]], turn: Turn, writer: FrameWriter) -> list[dict[str, Any]]:
         """Personal data in what the users wrote is replaced before the model sees it (the transcript keeps it)."""
         found: set[str] = set()
-        out = []
+        out: list[dict[str, Any]] = []
         for m in messages:
             if m.get("role") == "user" and isinstance(m.get("content"), str):
                 text, kinds = guardrails.mask(m["content"])
@@ -293,6 +293,7 @@ class StepEngine:
                     "stage": "input",
                     "flags": ["personal_data_masked"],
                     "reason": "masked before the model saw it: " + ", ".join(sorted(found)),
+                    "content": text_of(next((m["content"] for m in reversed(out) if m.get("role") == "user"), "")),
                 },
                 writer,
             )

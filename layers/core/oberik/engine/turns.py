@@ -127,7 +127,21 @@ class TurnStarter:
             auto_title=req.title_from if req.enable_auto_title and req.title is None else None,
             context=project.settings.context,
             guardrails=project.settings.guardrails,
+            warnings=self._degraded(req, project, claims),
         )
+
+    @staticmethod
+    def _degraded(req: ChatRequest, project: Project, claims: TokenClaims) -> list[str]:
+        """Say so when a capability the request switched on degrades to everything rather than to nothing."""
+        granted = "action_space" in claims.capabilities and "action_space" in project.settings.capabilities
+        asked = "enable_action_space" in req.model_fields_set and req.enable_action_space
+        if asked and granted and not project.settings.embedding_model:
+            return [
+                "This project has no embedding model, so enable_action_space could not narrow anything: every "
+                "tool is bound on every turn instead of the relevant few, which is the cost this capability "
+                "exists to avoid. Configure embedding_model in the project settings."
+            ]
+        return []
 
     def session_for(self, req: ChatRequest, project: Project, claims: TokenClaims) -> tuple[Session, bool]:
         now = time.time()
@@ -253,6 +267,7 @@ class TurnStarter:
             plan=plan,
             created_at=now,
             execution_arn=self.orchestrator.execution_arn(turn_id),
+            warnings=list(plan.warnings),
         )
         run = Run(
             id=run_id,
