@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -114,6 +114,17 @@ class DynamoStore:
             if "LastEvaluatedKey" not in r or (limit and len(r.get("Items", [])) >= limit):
                 return
             kwargs["ExclusiveStartKey"] = r["LastEvaluatedKey"]
+
+    @staticmethod
+    def _applied(write: Callable[[], object]) -> bool:
+        """Run a conditional write: True when it was applied, False when its condition did not hold."""
+        try:
+            write()
+            return True
+        except ClientError as e:
+            if _failed_condition(e):
+                return False
+            raise
 
     def _put_new(self, item: dict[str, Any]) -> dict[str, Any]:
         """A transaction's Put of an item that must not exist yet (a retry never overwrites)."""
@@ -257,19 +268,15 @@ class DynamoStore:
 
     def set_generated_title(self, session_id: str, title: str) -> bool:
         """Name the conversation unless somebody named it meanwhile (or a name was generated before)."""
-        try:
-            self._update(
+        return self._applied(
+            lambda: self._update(
                 keys.session_key(session_id),
                 {"title": title, "title_generated": True},
                 condition="attribute_exists(pk) AND attribute_not_exists(title) AND "
                 "(attribute_not_exists(title_generated) OR title_generated = :no)",
                 cond_values={":no": False},
             )
-            return True
-        except ClientError as e:
-            if _failed_condition(e):
-                return False
-            raise
+        )
 
     def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored under it; refuses while a turn is running on it."""
@@ -533,15 +540,11 @@ class DynamoStore:
     def update_run(
         self, run_id: str, *, condition: str | None = None, cond_values: dict[str, Any] | None = None, **fields: Any
     ) -> bool:
-        try:
-            self._update(
+        return self._applied(
+            lambda: self._update(
                 keys.run_key(run_id), fields, condition=condition or "attribute_exists(pk)", cond_values=cond_values
             )
-            return True
-        except ClientError as e:
-            if _failed_condition(e):
-                return False
-            raise
+        )
 
     # --- frames -----------------------------------------------------------------------------------
 
@@ -578,13 +581,11 @@ class DynamoStore:
     def put_frame(self, run_id: str, seq: int, event: str, data: dict[str, Any], expires_at: int | None = None) -> bool:
         """Write one frame unless that sequence number is already taken (a retried writer never overwrites)."""
         item = self._frame_item(run_id, seq, event, data, expires_at)
-        try:
-            self.db.put_item(TableName=self.table, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)")
-            return True
-        except ClientError as e:
-            if _failed_condition(e):
-                return False
-            raise
+        return self._applied(
+            lambda: self.db.put_item(
+                TableName=self.table, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)"
+            )
+        )
 
     def frames_after(self, run_id: str, after_seq: int, limit: int | None = None) -> list[dict[str, Any]]:
         out = []
@@ -652,26 +653,18 @@ class DynamoStore:
         return items
 
     def update_todo(self, session_id: str, n: int, **fields: Any) -> bool:
-        try:
-            self._update(keys.todo_key(session_id, n), fields, condition="attribute_exists(pk)")
-            return True
-        except ClientError as e:
-            if _failed_condition(e):
-                return False
-            raise
+        return self._applied(
+            lambda: self._update(keys.todo_key(session_id, n), fields, condition="attribute_exists(pk)")
+        )
 
     def remove_todo(self, session_id: str, n: int) -> bool:
-        try:
-            self.db.delete_item(
+        return self._applied(
+            lambda: self.db.delete_item(
                 TableName=self.table,
                 Key=serialize(keys.todo_key(session_id, n)),
                 ConditionExpression="attribute_exists(pk)",
             )
-            return True
-        except ClientError as e:
-            if _failed_condition(e):
-                return False
-            raise
+        )
 
     def clear_todos(self, session_id: str) -> None:
         for item in self.list_todos(session_id):
@@ -681,8 +674,8 @@ class DynamoStore:
 
     def add_steer(self, run_id: str, text: str) -> bool:
         """Queue a message for a running run; False when the run is no longer running."""
-        try:
-            self.db.update_item(
+        return self._applied(
+            lambda: self.db.update_item(
                 TableName=self.table,
                 Key=serialize(keys.run_key(run_id)),
                 UpdateExpression="SET steers = list_append(if_not_exists(steers, :none), :one) ADD steer_count :inc",
@@ -690,11 +683,7 @@ class DynamoStore:
                 ExpressionAttributeNames={"#status": "status"},
                 ExpressionAttributeValues=_values({":none": [], ":one": [text], ":inc": 1, ":running": "running"}),
             )
-            return True
-        except ClientError as e:
-            if _failed_condition(e):
-                return False
-            raise
+        )
 
     def mark_steers_taken(self, run_id: str, taken_before: int, taken_now: int) -> bool:
         return self.update_run(
