@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import Depends, Header, Path
 
@@ -60,6 +60,7 @@ class Caller:
 
     claims: TokenClaims
     project: Project
+    store: Any = None
 
 
 def current_caller(store: StoreDep, authorization: Annotated[str | None, Header()] = None) -> Caller:
@@ -75,7 +76,7 @@ def current_caller(store: StoreDep, authorization: Annotated[str | None, Header(
     if project is None:
         raise Unauthorized("The bearer token belongs to a project that does not exist here.", code="token_invalid")
     claims = read_token(token.strip(), project.signing_secret.get_secret_value(), int(time.time()))
-    return Caller(claims, project)
+    return Caller(claims, project, store)
 
 
 CallerDep = Annotated[Caller, Depends(current_caller)]

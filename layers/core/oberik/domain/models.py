@@ -124,6 +124,10 @@ class TurnPlan(BaseModel):
     system_prompt: str | None = None  # the project's, authoritative
     extra_system_prompt: str | None = None  # the request's, additional
     tools: list[str] = Field(default_factory=list)
+    # Definitions of bound tools that are not built in (a project's webhook tools, ...), by name.
+    dynamic_tools: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # Who asked, from the verified token: what tools that act for the caller are told, never the model's say.
+    caller: dict[str, Any] = Field(default_factory=dict)
     client_tools: list[dict[str, Any]] = Field(default_factory=list)  # OpenAI schemas, maybe requires_approval
     ui_tools: list[dict[str, Any]] = Field(default_factory=list)
     # Nobody is there to answer (a scheduled run): questions are never offered; approvals still pause.

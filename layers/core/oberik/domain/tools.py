@@ -15,6 +15,8 @@ class ToolSpec:
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     source: str = "builtin"
     needs: str | None = None  # infrastructure the tool cannot run without, e.g. "embeddings"
+    requires_approval: bool = False  # a person decides before the platform makes the call
+    family_owner: str | None = None  # the registered family that runs it (engine.toolbox); None: built in
 
     def openai_schema(self) -> dict[str, Any]:
         return {
@@ -30,8 +32,25 @@ class ToolSpec:
             "capability": self.capability,
             "description": self.description,
             "parameters": self.parameters,
-            "requires_approval": False,
+            "requires_approval": self.requires_approval,
         }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": self.family,
+            "capability": self.capability,
+            "description": self.description,
+            "parameters": self.parameters,
+            "source": self.source,
+            "needs": self.needs,
+            "requires_approval": self.requires_approval,
+            "family_owner": self.family_owner,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ToolSpec:
+        return cls(**{k: raw[k] for k in cls.__dataclass_fields__ if k in raw})
 
 
 CURRENT_TIME = ToolSpec(

@@ -16,6 +16,7 @@ from oberik.domain.ids import new_id
 from oberik.domain.llm import Completion, Delta, ModelRequest, ToolCall
 from oberik.domain.models import Message, Run, Turn
 from oberik.domain.tools import BY_NAME, PAUSING_TOOLS, TODO_TOOLS
+from oberik.engine import toolbox
 from oberik.engine.context import compact_if_needed, summary_block
 from oberik.engine.frames import FrameWriter
 from oberik.engine.prompt import history, system_messages
@@ -191,7 +192,7 @@ class StepEngine:
         messages = system + summary_block(summary) + history([m for m in stored if m.seq > after])
         if guard.mask_personal_data:
             messages = self._masked(messages, turn, writer)
-        tools = [BY_NAME[name].openai_schema() for name in plan.tools if name in BY_NAME]
+        tools = [spec.openai_schema() for name in plan.tools if (spec := toolbox.spec_for(name, turn)) is not None]
         tools += [tool.openai_schema() for tool in declared.values()]
         request = ModelRequest(
             model=model_id,
@@ -365,6 +366,14 @@ class StepEngine:
                 writer.emit("tool_start", {"name": call.name, "input": args if args is not None else call.arguments})
                 if call.name in TODO_TOOLS:
                     outcome = self._todo(turn, call.name, args or {}, writer)
+                elif call.name not in BY_NAME:
+                    ctx = toolbox.ToolContext(turn, call, args or {}, self.store, writer, time.time())
+                    if args is None:
+                        outcome = _error(f"the arguments for {call.name} are not a JSON object")
+                    else:
+                        outcome = toolbox.run_family_tool(ctx) or _error(
+                            f"no tool named {call.name!r} is available on this turn"
+                        )
                 else:
                     outcome = run_server_tool(
                         call.name, call.arguments, now=time.time(), max_wait_seconds=self.max_wait_seconds

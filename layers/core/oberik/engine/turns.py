@@ -15,6 +15,7 @@ from oberik.domain.ids import new_id
 from oberik.domain.llm import EFFORTS, Effort
 from oberik.domain.models import Message, Project, Run, Session, Turn, TurnPlan
 from oberik.domain.tools import BY_NAME
+from oberik.engine import toolbox
 from oberik.observability import logger
 
 IDEMPOTENCY_SECONDS = 24 * 3600
@@ -43,6 +44,18 @@ def gate_for(
         request_allowed=frozenset(request_allowed) if request_allowed is not None else None,
         infra=Infrastructure(embedding_model=bool(ps.embedding_model)),
     )
+
+
+def caller_of(claims: TokenClaims) -> dict[str, Any]:
+    """The identity a turn acts for, as the verified token states it."""
+    return {
+        "subject": claims.sub,
+        "tenant_id": claims.tenant_id,
+        "scope": claims.scope,
+        "roles": list(claims.roles),
+        "groups": list(claims.groups),
+        "user_ref": claims.user_ref,
+    }
 
 
 def clamp_effort(asked: Effort | None, ceiling: Effort | None) -> Effort | None:
@@ -93,8 +106,9 @@ class TurnStarter:
                 f"This token may not use model {req.model}. Models it may use: {allowed}.", code="model_not_allowed"
             )
         self.resolve_model(model)  # unknown provider -> Invalid, before anything is written
+        catalog = toolbox.catalog(project, self.store)
         if req.allowed_tools is not None:
-            unknown = sorted(set(req.allowed_tools) - set(BY_NAME))
+            unknown = sorted(set(req.allowed_tools) - {t.name for t in catalog})
             if unknown:
                 raise Invalid(
                     f"allowed_tools names tools that do not exist: {', '.join(unknown)}. "
@@ -110,7 +124,9 @@ class TurnStarter:
             )
         client = pauses.parse_declared(req.client_tools, "client_tools", reserved=set(BY_NAME))
         pauses.parse_declared(req.ui_tools, "ui_tools", reserved=set(BY_NAME) | {t.name for t in client})
-        toolset = resolve_toolset(gate_for(project, claims, flags=req.flags(), request_allowed=req.allowed_tools))
+        toolset = resolve_toolset(
+            gate_for(project, claims, flags=req.flags(), request_allowed=req.allowed_tools), catalog
+        )
         names = toolset.names
         if unattended:
             names = [n for n in names if n != "ask_user"]  # nobody is there to answer
@@ -121,6 +137,8 @@ class TurnStarter:
             system_prompt=project.settings.system_prompt,
             extra_system_prompt=req.system_prompt,
             tools=names,
+            dynamic_tools=toolbox.dynamic_specs(t for t in toolset.tools if t.name in names),
+            caller=caller_of(claims),
             client_tools=req.client_tools,
             ui_tools=req.ui_tools,
             unattended=unattended,

@@ -10,17 +10,17 @@ from pydantic import BaseModel
 from oberik.api.deps import CallerDep
 from oberik.domain.capabilities import FLAGS, capability_report, resolve_toolset
 from oberik.domain.errors import Invalid
-from oberik.domain.tools import BY_NAME
+from oberik.engine import toolbox
 from oberik.engine.turns import gate_for
 
 router = APIRouter(tags=["tools"])
 
 
-def _allowed(allowed_tools: str | None) -> list[str] | None:
+def _allowed(allowed_tools: str | None, known: set[str]) -> list[str] | None:
     if allowed_tools is None:
         return None
     names = [n.strip() for n in allowed_tools.split(",") if n.strip()]
-    unknown = sorted(set(names) - set(BY_NAME))
+    unknown = sorted(set(names) - known)
     if unknown:
         raise Invalid(f"allowed_tools names tools that do not exist: {', '.join(unknown)}.", field="allowed_tools")
     return names
@@ -58,8 +58,10 @@ def list_tools(
 ) -> ToolsListing:
     """The tools a turn sent with these switches would be handed, and those held back for lack of infrastructure."""
     flags = _flags(locals())
-    gate = gate_for(caller.project, caller.claims, flags=flags, request_allowed=_allowed(allowed_tools))
-    toolset = resolve_toolset(gate)
+    catalog = toolbox.catalog(caller.project, caller.store)
+    allowed = _allowed(allowed_tools, {t.name for t in catalog})
+    gate = gate_for(caller.project, caller.claims, flags=flags, request_allowed=allowed)
+    toolset = resolve_toolset(gate, catalog)
     return ToolsListing(
         tools=[t.public() for t in toolset.tools],
         withheld=[{"name": w.name, "source": w.source, "unavailable": w.unavailable} for w in toolset.withheld],
@@ -75,7 +77,8 @@ class CapabilitiesListing(BaseModel):
 @router.get("/capabilities", response_model=CapabilitiesListing)
 def capabilities(caller: CallerDep) -> CapabilitiesListing:
     """Every switch and capability with whether this token's turns get it, and what blocks it if not."""
-    report = capability_report(gate_for(caller.project, caller.claims))
+    catalog = toolbox.catalog(caller.project, caller.store)
+    report = capability_report(gate_for(caller.project, caller.claims), catalog)
     flags = {
         s.flag: {"capability": s.capability, "effective": s.effective, "blocked": s.blocked} for s in report if s.flag
     }
