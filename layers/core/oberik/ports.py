@@ -37,3 +37,13 @@ class Orchestrator(Protocol):
 
 class Clock(Protocol):
     def now(self) -> float: ...
+
+
+class Embeddings(Protocol):
+    """Turns texts into vectors of a fixed dimension. `model` names the model, so indexes built with one
+    model are never queried with another."""
+
+    model: str
+    dimension: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]: ...

@@ -169,6 +169,8 @@ class Turn(BaseModel):
     todos_changed: bool = False
     context: dict[str, Any] | None = None  # the compaction report, when this turn compacted
     guard_flags: list[dict[str, Any]] = Field(default_factory=list)
+    # The citations register: every checkable source the turn was shown, each with its `marker` number.
+    citations: list[dict[str, Any]] = Field(default_factory=list)
 
 
 # Frames are physically removed a day after they are written; a finished run's frames stop being served

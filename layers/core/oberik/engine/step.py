@@ -74,6 +74,7 @@ class StepEngine:
         "todos_changed",
         "context",
         "guard_flags",
+        "citations",
     )
 
     def __init__(

@@ -39,6 +39,15 @@ class ToolContext:
     now: float
     extras: dict[str, Any] = field(default_factory=dict)
 
+    def cite(self, entry: dict[str, Any]) -> int:
+        """Add something the turn was shown that a reader can check (a passage, a page, a memory, a tool's
+        answer) to the turn's one citations register; returns the marker number the model should use.
+        `entry` carries `kind` (document | web | memory | wiki | tool | preview | file) and what that kind
+        shows: title, quote, url, page, score, path, ..."""
+        from oberik.engine.citations import register  # one register per turn, numbered in one sequence
+
+        return register(self.turn, entry, self.writer)
+
 
 class ToolFamily(Protocol):
     name: str
