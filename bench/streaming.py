@@ -454,26 +454,38 @@ def bench_replay(rig: Rig, frames: int, report: Report) -> None:
 
     items = db.describe_table(TableName=store.table)["Table"]["ItemCount"]
     read_at = time.perf_counter()
-    read = len(store.frames_after(seed.run_id, 0))
+    read = len(store.frames_after(seed.run_id, 0, cached=False))
     read_s = time.perf_counter() - read_at
 
-    started = time.perf_counter()
-    got: list[Frame] = []
-    with rig.http.stream("GET", f"/chat/stream/{seed.run_id}", headers={**rig.auth, "Last-Event-ID": "0"}) as r:
-        for frame in sse_frames(r):
-            got.append(frame)
-            if frame.event in TERMINAL:
-                break
-    elapsed = time.perf_counter() - started
-    ids = [f.id for f in got]
-    if ids != list(range(1, frames + 1)) or not got or got[-1].event != "done" or got[-1].data != done.data:
-        report.broken.append(f"replay: got {len(ids)} frames, not 1..{frames} ending in the run's done frame")
-    first_at = got[0].at - started if got else float("nan")
-    report.figure(
-        f"replay: {len(got)} frames in {elapsed:.2f} s = {len(got) / elapsed:,.0f} frames/s "
-        f"(first frame after {ms(first_at)})  target < {REPLAY_TARGET_S:.0f} s",
-        elapsed < REPLAY_TARGET_S,
-    )
+    from oberik.adapters.frame_cache import FRAMES
+
+    def replay(label: str, judged: bool) -> None:
+        started = time.perf_counter()
+        got: list[Frame] = []
+        with rig.http.stream("GET", f"/chat/stream/{seed.run_id}", headers={**rig.auth, "Last-Event-ID": "0"}) as r:
+            for frame in sse_frames(r):
+                got.append(frame)
+                if frame.event in TERMINAL:
+                    break
+        elapsed = time.perf_counter() - started
+        ids = [f.id for f in got]
+        if ids != list(range(1, frames + 1)) or not got or got[-1].event != "done" or got[-1].data != done.data:
+            report.broken.append(f"{label}: got {len(ids)} frames, not 1..{frames} ending in the run's done frame")
+        first_at = got[0].at - started if got else float("nan")
+        line = (
+            f"{label}: {len(got)} frames in {elapsed:.2f} s = {len(got) / elapsed:,.0f} frames/s "
+            f"(first frame after {ms(first_at)})"
+        )
+        if judged:
+            report.figure(f"{line}  target < {REPLAY_TARGET_S:.0f} s", elapsed < REPLAY_TARGET_S)
+        else:
+            report.say(f"  {line}")
+
+    # The capture above went through put_frame, so this process holds the frames as the run's writer would.
+    replay("replay", judged=True)
+    # A reader in another process (on AWS: the stream function, not the step that wrote) reads the table.
+    FRAMES.forget(seed.run_id)
+    replay("replay from the table alone (a reader in another process)", judged=False)
     report.say(
         f"  (reading the log: DynamoStore.frames_after of {read} frames alone took {ms(read_s)}, "
         f"with {items:,} items in the local table)"

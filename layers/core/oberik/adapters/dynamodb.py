@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 
 from oberik.adapters import keys
 from oberik.adapters.aws import client
+from oberik.adapters.frame_cache import FRAMES
 from oberik.domain.deliveries import DeliveryAttempt
 from oberik.domain.errors import Conflict, Contended, NotFound
 from oberik.domain.models import FRAME_RETENTION_SECONDS, Message, Project, ProjectSettings, Run, Session, Turn
@@ -452,6 +453,7 @@ class DynamoStore:
             if _failed_condition(e):
                 raise Contended("the conversation changed while the turn was being claimed") from e
             raise
+        self._cache_opening(run, int(now) + FRAME_RETENTION_SECONDS)
 
     def get_idempotent(self, project_id: str, owner: str, key: str) -> dict[str, Any] | None:
         item = self._get(keys.idempotency_key(project_id, owner, key))
@@ -525,6 +527,24 @@ class DynamoStore:
         item = self._get(keys.turn_key(turn_id))
         return Turn.model_validate(_strip_keys(item)) if item else None
 
+    def get_turn_and_run(self, turn_id: str, run_id: str) -> tuple[Turn | None, Run | None]:
+        """Both records in one round trip (strongly consistent), for a step that was told both ids."""
+        wanted = [serialize(keys.turn_key(turn_id)), serialize(keys.run_key(run_id))]
+        found: dict[str, dict[str, Any]] = {}
+        request: dict[str, Any] = {self.table: {"Keys": wanted, "ConsistentRead": True}}
+        while request:
+            r = self.db.batch_get_item(RequestItems=request)
+            for raw in r.get("Responses", {}).get(self.table, []):
+                item = deserialize(raw)
+                found[item["pk"]] = item
+            request = r.get("UnprocessedKeys") or {}
+        turn = found.get(keys.turn_key(turn_id)["pk"])
+        run = found.get(keys.run_key(run_id)["pk"])
+        return (
+            Turn.model_validate(_strip_keys(turn)) if turn else None,
+            Run.model_validate(_strip_keys(run)) if run else None,
+        )
+
     def save_turn(self, turn: Turn) -> None:
         self.db.put_item(
             TableName=self.table, Item=serialize({**keys.turn_key(turn.id), **turn.model_dump(mode="json")})
@@ -578,16 +598,31 @@ class DynamoStore:
             ),
         ]
 
+    @staticmethod
+    def _cache_opening(run: Run, expires_at: int) -> None:
+        FRAMES.add(run.id, {"seq": 1, "event": "run", "data": {"run_id": run.id}, "expires_at": expires_at})
+        start = {"session_id": run.session_id, "run_id": run.id}
+        FRAMES.add(run.id, {"seq": 2, "event": "start", "data": start, "expires_at": expires_at})
+
     def put_frame(self, run_id: str, seq: int, event: str, data: dict[str, Any], expires_at: int | None = None) -> bool:
         """Write one frame unless that sequence number is already taken (a retried writer never overwrites)."""
         item = self._frame_item(run_id, seq, event, data, expires_at)
-        return self._applied(
+        written = self._applied(
             lambda: self.db.put_item(
                 TableName=self.table, Item=serialize(item), ConditionExpression="attribute_not_exists(pk)"
             )
         )
+        if written:
+            FRAMES.add(run_id, {"seq": seq, "event": event, "data": data, "expires_at": expires_at})
+        return written
 
-    def frames_after(self, run_id: str, after_seq: int, limit: int | None = None) -> list[dict[str, Any]]:
+    def frames_after(
+        self, run_id: str, after_seq: int, limit: int | None = None, *, cached: bool = True
+    ) -> list[dict[str, Any]]:
+        """The run's frames after `after_seq`, in order: from this process's memory while it has them without a
+        gap (see adapters.frame_cache), else from the table."""
+        if cached and (hit := FRAMES.after(run_id, after_seq, limit)):
+            return hit
         out = []
         for item in self._query(keys.run_pk(run_id), after=keys.frame_sort(after_seq), limit=limit):
             if not item["sk"].startswith(keys.FRAME_PREFIX):
@@ -749,6 +784,8 @@ class DynamoStore:
             if _failed_condition(e):
                 raise Contended("the paused turn changed while it was being resumed") from e
             raise
+        if generating:
+            self._cache_opening(run, int(now) + FRAME_RETENTION_SECONDS)
 
     def require_session(self, session_id: str) -> Session:
         s = self.get_session(session_id)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -14,6 +13,7 @@ from oberik.adapters.stepfunctions import StepFunctionsOrchestrator
 from oberik.domain.errors import NotFound, Unauthorized
 from oberik.domain.identity import TokenClaims, hash_key, project_of_key, read_token, same_secret, unverified_project
 from oberik.domain.models import Project
+from oberik.engine import projects
 from oberik.settings import Settings, get_settings
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
@@ -30,28 +30,9 @@ def get_orchestrator(settings: SettingsDep) -> StepFunctionsOrchestrator:
 StoreDep = Annotated[DynamoStore, Depends(get_store)]
 OrchestratorDep = Annotated[StepFunctionsOrchestrator, Depends(get_orchestrator)]
 
-# Projects change rarely and every data-plane request needs its project's signing key: keep them briefly.
-_PROJECT_TTL = 5.0
-_projects: dict[str, tuple[float, Project]] = {}
-_projects_lock = threading.Lock()
-
-
-def load_project(store: DynamoStore, project_id: str, *, fresh: bool = False) -> Project | None:
-    now = time.monotonic()
-    with _projects_lock:
-        hit = _projects.get(project_id)
-    if hit and not fresh and now - hit[0] < _PROJECT_TTL:
-        return hit[1]
-    project = store.get_project(project_id)
-    if project is not None:
-        with _projects_lock:
-            _projects[project_id] = (now, project)
-    return project
-
-
-def forget_project(project_id: str) -> None:
-    with _projects_lock:
-        _projects.pop(project_id, None)
+# Projects are kept briefly in memory (engine.projects), shared with the steps that run in this process.
+load_project = projects.load
+forget_project = projects.forget
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from oberik.domain import pauses
 from oberik.domain.chat import ChatResponse
 from oberik.domain.errors import NotFound
 from oberik.domain.models import Run, Turn
-from oberik.engine import deliveries
+from oberik.engine import deliveries, projects
 from oberik.engine.frames import FrameWriter
 from oberik.engine.models import resolver_for
 from oberik.engine.step import StepEngine, _message
@@ -26,17 +26,23 @@ from oberik.settings import get_settings
 
 def _load(event: dict[str, Any]) -> tuple[DynamoStore, Turn, Run]:
     store = DynamoStore(get_settings())
-    turn = store.get_turn(str(event.get("turn_id")))
+    turn_id, run_id = str(event.get("turn_id")), event.get("run_id")
+    if run_id:
+        turn, run = store.get_turn_and_run(turn_id, str(run_id))
+        if turn is not None and turn.run_id != run_id:  # a stale event for an earlier run of this turn
+            run = store.get_run(turn.run_id)
+    else:
+        turn = store.get_turn(turn_id)
+        run = store.get_run(turn.run_id) if turn is not None else None
     if turn is None:
         raise NotFound(f"turn {event.get('turn_id')} does not exist")
-    run = store.get_run(turn.run_id)
     if run is None:
         raise NotFound(f"run {turn.run_id} does not exist")
     return store, turn, run
 
 
 def _model_for(store: DynamoStore, project_id: str) -> Any:
-    project = store.get_project(project_id)
+    project = projects.load(store, project_id)
     return resolver_for(project.settings.providers if project else {}, get_settings())
 
 

@@ -90,7 +90,7 @@ class StepEngine:
         self.store.update_turn(turn.id, **turn.model_dump(mode="json", include=set(self._PROGRESS)))
 
     def _cancel_check(self, run_id: str) -> Any:
-        last = [0.0, False]
+        last = [time.monotonic(), False]  # the run was read just before the step began
 
         def should_stop() -> bool:
             if not last[1] and time.monotonic() - last[0] >= self.cancel_poll_seconds:
