@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     blocking_timeout_seconds: float = 600.0
     poll_interval_seconds: float = 0.05
 
+    # A streamed turn's first step runs in the process that took the request, while its execution starts
+    # (engine.inline): the model hears the question sooner. Off: every step runs in the state machine.
+    inline_first_step: bool = True
     # Streaming. Readers poll the frame log this often when no writer in their process wakes them first.
     stream_poll_seconds: float = 0.25
     # A `: keepalive` comment this often while nothing else is sent.

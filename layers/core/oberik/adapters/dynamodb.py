@@ -545,6 +545,38 @@ class DynamoStore:
             Run.model_validate(_strip_keys(run)) if run else None,
         )
 
+    # --- the first step, run where the turn was requested (engine.inline) ---------------------------
+
+    def move_inline_lease(self, turn_id: str, held: int, until: int) -> bool:
+        return self._applied(
+            lambda: self._update(
+                keys.turn_key(turn_id),
+                {"inline_until": until},
+                condition="inline_until = :held",
+                cond_values={":held": held},
+            )
+        )
+
+    def finish_inline(self, turn_id: str, held: int, result: dict[str, Any]) -> bool:
+        return self._applied(
+            lambda: self._update(
+                keys.turn_key(turn_id),
+                {"inline_until": 0, "inline_result": result},
+                condition="inline_until = :held",
+                cond_values={":held": held},
+            )
+        )
+
+    def take_inline(self, turn_id: str, held: int) -> bool:
+        return self._applied(
+            lambda: self._update(
+                keys.turn_key(turn_id),
+                {"inline_until": 0},
+                condition="inline_until = :held",
+                cond_values={":held": held},
+            )
+        )
+
     def save_turn(self, turn: Turn) -> None:
         self.db.put_item(
             TableName=self.table, Item=serialize({**keys.turn_key(turn.id), **turn.model_dump(mode="json")})

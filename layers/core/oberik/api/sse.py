@@ -11,7 +11,7 @@ import anyio
 from starlette.requests import Request
 
 from oberik.domain.models import Run
-from oberik.engine import notify
+from oberik.engine import inline, notify
 from oberik.engine.frames import TERMINAL_EVENTS
 from oberik.engine.runs import mark_lost_if_dead
 from oberik.settings import Settings
@@ -62,6 +62,11 @@ async def stream_run(
             if frame["event"] in TERMINAL_EVENTS:
                 return
         if await request.is_disconnected():
+            # A first step this process runs for the turn goes on without the client; on a Lambda, ending the
+            # response would freeze it, so the response ends when that step does.
+            first = inline.running(run.id)
+            if first is not None:
+                await anyio.to_thread.run_sync(first.wait)
             return
         if len(frames) >= REPLAY_PAGE:
             continue  # more is already written: read on without waiting

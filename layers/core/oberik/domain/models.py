@@ -169,6 +169,10 @@ class Turn(BaseModel):
     todos_changed: bool = False
     context: dict[str, Any] | None = None  # the compaction report, when this turn compacted
     guard_flags: list[dict[str, Any]] = Field(default_factory=list)
+    # The first step run where a streamed turn was requested (engine.inline): the runner's lease, in epoch
+    # milliseconds (0: no runner), and the verdict it hands to the execution's first Step task.
+    inline_until: int = 0
+    inline_result: dict[str, Any] | None = None
     # The citations register: every checkable source the turn was shown, each with its `marker` number.
     citations: list[dict[str, Any]] = Field(default_factory=list)
 

@@ -41,10 +41,12 @@ class FrameWriter:
         batch_bytes: int = 2048,
         clock: Callable[[], float] = time.monotonic,
         on_write: Callable[[int], None] | None = None,
+        start_seq: int | None = None,
     ) -> None:
         self.store = store
         self.run_id = run_id
-        self.seq = store.last_frame_seq(run_id)
+        # `start_seq`: the caller knows the log's last frame. Too low is safe (a taken number is skipped past).
+        self.seq = start_seq if start_seq is not None else store.last_frame_seq(run_id)
         self.batch_seconds = batch_seconds
         self.batch_bytes = batch_bytes
         self.clock = clock

@@ -16,7 +16,7 @@ from oberik.domain import pauses
 from oberik.domain.chat import ChatResponse
 from oberik.domain.errors import NotFound
 from oberik.domain.models import Run, Turn
-from oberik.engine import deliveries, projects
+from oberik.engine import deliveries, inline, projects
 from oberik.engine.frames import FrameWriter
 from oberik.engine.models import resolver_for
 from oberik.engine.step import StepEngine, _message
@@ -56,20 +56,39 @@ def _result(payload: dict[str, Any], turn: Turn, verdict: str, wait_seconds: int
     }
 
 
-def step(event: dict[str, Any]) -> dict[str, Any]:
+class FirstStepFailed(Exception):
+    """The first step, run where the turn was requested, failed; the turn's error says how."""
+
+
+def engine_for(store: DynamoStore, turn: Turn, *, lease: Any = None) -> StepEngine:
     settings = get_settings()
-    store, turn, run = _load(event)
-    if turn.status != "running" or run.status != "running":
-        return _result(event, turn, "finish")
-    if int(event.get("execution_steps", 0)) >= settings.step_budget:
-        return _result(event, turn, "continue")
-    engine = StepEngine(
+    return StepEngine(
         store,
         _model_for(store, turn.project_id),
         max_steps=settings.max_steps,
         max_wait_seconds=settings.max_wait_seconds,
+        lease=lease,
     )
-    outcome = engine.run(turn, run)
+
+
+def step(event: dict[str, Any]) -> dict[str, Any]:
+    settings = get_settings()
+    store, turn, run = _load(event)
+    if int(event.get("execution_steps", 0)) == 0 and (turn.inline_until or turn.inline_result):
+        # The first step may be running (or done) where the turn was requested: take its verdict.
+        adopted = inline.adopt(store, turn, run)
+        if isinstance(adopted, dict):
+            store.update_turn(turn.id, inline_result=None)  # adopted once: a later step of this turn runs itself
+            if adopted.get("error"):
+                raise FirstStepFailed(str(adopted["error"].get("message") or adopted["error"].get("type")))
+            return _result(event, turn, str(adopted["verdict"]), int(adopted.get("wait_seconds", 0)))
+        turn = adopted
+        run = store.get_run(run.id) or run
+    if turn.status != "running" or run.status != "running":
+        return _result(event, turn, "finish")
+    if int(event.get("execution_steps", 0)) >= settings.step_budget:
+        return _result(event, turn, "continue")
+    outcome = engine_for(store, turn).run(turn, run)
     return _result(event, turn, outcome.verdict, outcome.wait_seconds)
 
 

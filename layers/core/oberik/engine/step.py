@@ -78,8 +78,17 @@ class StepEngine:
     )
 
     def __init__(
-        self, store: Any, model_for: Any, *, max_steps: int, max_wait_seconds: int, cancel_poll_seconds: float = 0.25
+        self,
+        store: Any,
+        model_for: Any,
+        *,
+        max_steps: int,
+        max_wait_seconds: int,
+        cancel_poll_seconds: float = 0.25,
+        lease: Any = None,
     ) -> None:
+        self.lease = lease  # engine.inline.Lease when this is a first step run where the turn was requested
+        self._fresh: list[Message] | None = None
         self.store = store
         self.model_for = model_for  # (plan.model) -> (Model, provider model id)
         self.max_steps = max_steps
@@ -87,12 +96,16 @@ class StepEngine:
         self.cancel_poll_seconds = cancel_poll_seconds
 
     def _save(self, turn: Turn) -> None:
+        if self.lease is not None:
+            self.lease.check()  # taken over: the state machine's step owns the turn now
         self.store.update_turn(turn.id, **turn.model_dump(mode="json", include=set(self._PROGRESS)))
 
     def _cancel_check(self, run_id: str) -> Any:
         last = [time.monotonic(), False]  # the run was read just before the step began
 
         def should_stop() -> bool:
+            if self.lease is not None:
+                self.lease.check()
             if not last[1] and time.monotonic() - last[0] >= self.cancel_poll_seconds:
                 run = self.store.get_run(run_id)
                 last[1] = bool(run is None or run.cancel_requested or run.status != "running")
@@ -102,8 +115,12 @@ class StepEngine:
 
         return should_stop
 
-    def run(self, turn: Turn, run: Run | None = None) -> StepResult:
-        writer = FrameWriter(self.store, turn.run_id)
+    def run(self, turn: Turn, run: Run | None = None, *, fresh: list[Message] | None = None) -> StepResult:
+        """One step. `fresh`: the turn's conversation was created with it and holds exactly these messages
+        (the caller just wrote them), so nothing stored needs reading back before the model is called."""
+        self._fresh = fresh
+        # A fresh run holds just its two opening frames; a wrong guess only costs a retried write.
+        writer = FrameWriter(self.store, turn.run_id, start_seq=2 if fresh is not None else None)
         namer: threading.Thread | None = None
         try:
             if turn.plan.auto_title == "message" and turn.steps == 0:
@@ -160,7 +177,8 @@ class StepEngine:
         if writer.seq == 0:
             writer.emit("run", {"run_id": turn.run_id})
             writer.emit("start", {"session_id": turn.session_id, "run_id": turn.run_id})
-        self.take_steers(turn, run)
+        if self.take_steers(turn, run):
+            self._fresh = None  # the conversation grew: read it back
 
         if turn.steps >= self.max_steps:
             turn.finish_reason = "hit_tool_limit"
@@ -180,10 +198,14 @@ class StepEngine:
             turn.finish_reason = "guardrail"
             self._save(turn)
             return StepResult("finish")
-        todos = self.store.list_todos(turn.session_id) if any(n in TODO_TOOLS for n in plan.tools) else []
+        fresh, self._fresh = self._fresh, None
+        wants_todos = fresh is None and any(n in TODO_TOOLS for n in plan.tools)
+        todos = self.store.list_todos(turn.session_id) if wants_todos else []
         system = system_messages(plan, todos=todos, ui=bool(plan.ui_tools))
-        stored = self.store.list_messages(turn.session_id)
-        if turn.steps == 0:  # before the turn produces anything
+        stored = list(fresh) if fresh is not None else self.store.list_messages(turn.session_id)
+        if fresh is not None:
+            summary = None  # a new conversation has nothing to fold and no summary yet
+        elif turn.steps == 0:  # before the turn produces anything
             summary = compact_if_needed(self.store, model, model_id, turn, plan.context, system, stored, writer)
             if turn.context:
                 self._save(turn)

@@ -15,6 +15,7 @@ from oberik.domain.ids import new_id
 from oberik.domain.llm import EFFORTS, Effort
 from oberik.domain.models import Message, Project, Run, Session, Turn, TurnPlan
 from oberik.domain.tools import BY_NAME
+from oberik.engine import inline as first_step
 from oberik.engine import toolbox
 from oberik.observability import logger
 
@@ -213,7 +214,11 @@ class TurnStarter:
             raise Conflict(conflict_message(fresh.active_run), code="turn_running")
         return fresh
 
-    def start(self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool) -> Started:
+    def start(
+        self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool, inline: bool = False
+    ) -> Started:
+        """Start (or resume) a turn. `inline`: run its first step on a thread of this process while the execution
+        starts (engine.inline), for a streamed request where time to the first token matters."""
         if req.resuming:
             return Resumer(self.store, self.orchestrator).resume(req, project, claims, blocking=blocking)
         if req.idempotency_key:
@@ -226,7 +231,7 @@ class TurnStarter:
         for _attempt in range(3):
             session, created = self.session_for(req, project, claims)
             try:
-                return self._begin(req, project, claims, session, created, plan, blocking)
+                return self._begin(req, project, claims, session, created, plan, blocking, inline)
             except Contended as e:
                 current = self.store.get_session(session.id)
                 if current is not None and current.active_run:
@@ -250,6 +255,7 @@ class TurnStarter:
         created: bool,
         plan: TurnPlan,
         blocking: bool,
+        inline: bool = False,
     ) -> Started:
         now = time.time()
         turn_id, run_id = new_id("t"), new_id("r")
@@ -286,6 +292,7 @@ class TurnStarter:
             created_at=now,
             execution_arn=self.orchestrator.execution_arn(turn_id),
             warnings=list(plan.warnings),
+            inline_until=first_step.lease_until(now) if inline else 0,
         )
         run = Run(
             id=run_id,
@@ -306,6 +313,10 @@ class TurnStarter:
             idempotency_key=req.idempotency_key,
             idempotency_seconds=IDEMPOTENCY_SECONDS,
         )
+        if inline:
+            first_step.launch(
+                self.store, turn, run, messages if created else None
+            )  # the model hears the question while the execution starts
         try:
             arn = self.orchestrator.start(turn_id, {"turn_id": turn_id, "run_id": run_id, "execution_steps": 0})
         except Exception:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -188,3 +189,31 @@ def serialize_dynamodb() -> None:
 
             locked.__name__ = name
             setattr(DynamoDBBackend, name, locked)
+
+
+_stop_patched = False
+
+
+def tolerate_early_stop() -> None:
+    """Let StopExecution reach an execution whose worker thread has not set itself up yet.
+
+    moto builds an execution's evaluation environment on the worker thread, and `stop` dereferences it, so a
+    stop that lands in the first milliseconds of an execution raises AttributeError inside moto (Step Functions
+    itself accepts a stop at any time). The patched stop waits, briefly, for the environment. Idempotent.
+    """
+    global _stop_patched
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    with _lock:
+        if _stop_patched:
+            return
+        original = ExecutionWorker.stop
+
+        def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
+            deadline = time.monotonic() + 5.0
+            while getattr(self, "env", None) is None and time.monotonic() < deadline:
+                time.sleep(0.01)
+            return original(self, *args, **kwargs)
+
+        ExecutionWorker.stop = stop  # type: ignore[method-assign]
+        _stop_patched = True

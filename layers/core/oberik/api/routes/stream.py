@@ -59,7 +59,9 @@ def chat_stream(
     settings: SettingsDep,
 ) -> StreamingResponse:
     """Start a turn and stream it as Server-Sent Events; the run goes on if the client goes away."""
-    started = starter(store, orchestrator, caller, settings).start(body, caller.project, caller.claims, blocking=False)
+    started = starter(store, orchestrator, caller, settings).start(
+        body, caller.project, caller.claims, blocking=False, inline=settings.inline_first_step
+    )
     return _sse(request, store, orchestrator, started.run, 0, settings)
 
 
