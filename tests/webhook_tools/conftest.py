@@ -1,0 +1,146 @@
+"""Fixtures for webhook tools: an endpoint on loopback that answers what a test scripts, and the switch that
+lets the platform reach loopback at all (only tests and `oberik dev` set it)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from oberik.settings import get_settings
+from tests.api_fixtures import Api, Project
+from tests.deliveries.conftest import quick, receiver  # noqa: F401 - the turn.stopped receiver, short waits
+
+
+@dataclass
+class Call:
+    """One request the endpoint received: its headers and the exact body bytes."""
+
+    headers: dict[str, str]
+    raw: bytes
+    path: str
+
+    @property
+    def body(self) -> dict[str, Any]:
+        parsed: dict[str, Any] = json.loads(self.raw)
+        return parsed
+
+    def header(self, name: str) -> str:
+        return {k.lower(): v for k, v in self.headers.items()}[name.lower()]
+
+
+@dataclass
+class Answer:
+    status: int = 200
+    body: str | bytes = '{"ok": true}'
+    content_type: str = "application/json"
+    sleep: float = 0.0
+
+
+@dataclass
+class Endpoint:
+    """The application's side: answers the scripted answers in order, then `default`."""
+
+    url: str = ""
+    calls: list[Call] = field(default_factory=list)
+    answers: list[Answer] = field(default_factory=list)
+    default: Answer = field(default_factory=Answer)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def script(self, *answers: Answer) -> None:
+        self.answers = list(answers)
+
+    def next_answer(self) -> Answer:
+        with self.lock:
+            return self.answers.pop(0) if self.answers else self.default
+
+
+def _serve(endpoint: Endpoint) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            with endpoint.lock:
+                endpoint.calls.append(Call(dict(self.headers.items()), raw, self.path))
+            answer = endpoint.next_answer()
+            if answer.sleep:
+                time.sleep(answer.sleep)
+            payload = answer.body.encode() if isinstance(answer.body, str) else answer.body
+            try:
+                self.send_response(answer.status)
+                self.send_header("Content-Type", answer.content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+            except OSError:
+                pass  # the platform gave up waiting
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.block_on_close = False
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    found = Endpoint()
+    server = _serve(found)
+    found.url = f"http://127.0.0.1:{server.server_address[1]}/agent/orders"
+    yield found
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def allow_private(api: Api, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Let the platform reach the loopback endpoint."""
+    monkeypatch.setenv("OBERIK_ALLOW_PRIVATE_WEBHOOKS", "1")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+def closed_port_url() -> str:
+    """A loopback URL nothing listens on (the port was free a moment ago)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/nobody-home"
+
+
+def signed(secret: str, raw: bytes) -> str:
+    """What a receiver computes: sha256=<hex HMAC-SHA256 of the exact bytes>."""
+    return "sha256=" + hmac.new(secret.encode(), raw, hashlib.sha256).hexdigest()
+
+
+ORDER_PARAMETERS = {
+    "type": "object",
+    "properties": {"order_id": {"type": "string"}},
+    "required": ["order_id"],
+}
+
+
+def create_tool(api: Api, project: Project, url: str, **fields: Any) -> dict[str, Any]:
+    body = {
+        "name": "cancel_order",
+        "description": "Cancel an order belonging to the signed-in customer.",
+        "url": url,
+        "parameters": ORDER_PARAMETERS,
+        **fields,
+    }
+    r = api.client.post(f"/api/projects/{project.id}/webhook-tools", json=body, headers=project.headers)
+    assert r.status_code == 201, r.text
+    created: dict[str, Any] = r.json()
+    return created
