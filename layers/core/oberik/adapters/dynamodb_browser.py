@@ -1,0 +1,160 @@
+"""DynamoDB methods for the browser mailbox: how the step talks to the Lambda that hosts a conversation's page.
+
+A command is an item the caller writes and the host deletes when it writes the answer (one transaction, so an
+answered command is never run twice). The `HOST` item is a lease with a heartbeat: a caller that finds it
+missing or stale takes it for a host it is about to start (`starting`), so two callers never start two hosts,
+and the host it starts takes it over. Commands and answers expire on their own after an hour (TTL).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from oberik.adapters import keys
+
+MAILBOX_TTL_SECONDS = 3600
+STARTING = "starting"
+
+
+class BrowserMailboxStore:
+    """Mixed into DynamoStore; uses its helpers (`_get`, `_query`, `_applied`, `db`, `table`)."""
+
+    # --- commands and answers -----------------------------------------------------------------------------
+
+    def browser_post(self, session_id: str, command_id: str, op: str, args: dict[str, Any]) -> bool:
+        """Leave a command for the host; False when one with this id was already posted (a retry)."""
+        from oberik.adapters.dynamodb import serialize
+
+        now = time.time()
+        item = {
+            **keys.browser_key(session_id, f"CMD#{command_id}"),
+            "id": command_id,
+            "op": op,
+            "args": json.dumps(args),
+            "posted_at": now,
+            "expires_at": int(now) + MAILBOX_TTL_SECONDS,
+        }
+        return self._applied(  # type: ignore[attr-defined]
+            lambda: self.db.put_item(  # type: ignore[attr-defined]
+                TableName=self.table,  # type: ignore[attr-defined]
+                Item=serialize(item),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        )
+
+    def browser_commands(self, session_id: str) -> list[dict[str, Any]]:
+        """Commands waiting, oldest first (ids sort by time)."""
+        pk = keys.browser_key(session_id, "")["pk"]
+        return [
+            {"id": i["id"], "op": i["op"], "args": json.loads(i["args"]), "posted_at": float(i["posted_at"])}
+            for i in self._query(pk, keys.BROWSER_COMMAND_PREFIX)  # type: ignore[attr-defined]
+        ]
+
+    def browser_answer(self, session_id: str, command_id: str, result: dict[str, Any]) -> None:
+        """Write the answer and remove the command, together."""
+        from oberik.adapters.dynamodb import serialize
+
+        now = int(time.time())
+        self.db.transact_write_items(  # type: ignore[attr-defined]
+            TransactItems=[
+                {
+                    "Put": {
+                        "TableName": self.table,  # type: ignore[attr-defined]
+                        "Item": serialize(
+                            {
+                                **keys.browser_key(session_id, f"RES#{command_id}"),
+                                "result": json.dumps(result),
+                                "expires_at": now + MAILBOX_TTL_SECONDS,
+                            }
+                        ),
+                    }
+                },
+                {
+                    "Delete": {
+                        "TableName": self.table,  # type: ignore[attr-defined]
+                        "Key": serialize(keys.browser_key(session_id, f"CMD#{command_id}")),
+                    }
+                },
+            ]
+        )
+
+    def browser_result(self, session_id: str, command_id: str) -> dict[str, Any] | None:
+        item = self._get(keys.browser_key(session_id, f"RES#{command_id}"))  # type: ignore[attr-defined]
+        return json.loads(item["result"]) if item else None
+
+    # --- the host lease -----------------------------------------------------------------------------------
+
+    def browser_host(self, session_id: str) -> dict[str, Any] | None:
+        item = self._get(keys.browser_key(session_id, "HOST"))  # type: ignore[attr-defined]
+        return {"host_id": item["host_id"], "heartbeat_at": float(item["heartbeat_at"])} if item else None
+
+    def browser_take_lease(
+        self, session_id: str, host_id: str, now: float, stale_after: float, *, over: str | None = None
+    ) -> bool:
+        """Hold the lease as `host_id` when nobody does, the holder went quiet, or it is held as `over`."""
+        from oberik.adapters.dynamodb import _values, serialize
+
+        condition = "attribute_not_exists(pk) OR heartbeat_at < :stale"
+        vals: dict[str, Any] = {":stale": now - stale_after}
+        if over is not None:
+            condition += " OR host_id = :over"
+            vals[":over"] = over
+        item = {
+            **keys.browser_key(session_id, "HOST"),
+            "host_id": host_id,
+            "heartbeat_at": now,
+            "expires_at": int(now) + MAILBOX_TTL_SECONDS,
+        }
+        return self._applied(  # type: ignore[attr-defined]
+            lambda: self.db.put_item(  # type: ignore[attr-defined]
+                TableName=self.table,  # type: ignore[attr-defined]
+                Item=serialize(item),
+                ConditionExpression=condition,
+                ExpressionAttributeValues=_values(vals),
+            )
+        )
+
+    def browser_heartbeat(self, session_id: str, host_id: str, now: float) -> bool:
+        """Renew the lease; False when another host holds it now (this one must stop)."""
+        return self._applied(  # type: ignore[attr-defined]
+            lambda: self._update(  # type: ignore[attr-defined]
+                keys.browser_key(session_id, "HOST"),
+                {"heartbeat_at": now, "expires_at": int(now) + MAILBOX_TTL_SECONDS},
+                condition="#host_id = :me",
+                cond_values={":me": host_id},
+            )
+        )
+
+    def browser_release(self, session_id: str, host_id: str) -> None:
+        from oberik.adapters.dynamodb import _values, serialize
+
+        self._applied(  # type: ignore[attr-defined]
+            lambda: self.db.delete_item(  # type: ignore[attr-defined]
+                TableName=self.table,  # type: ignore[attr-defined]
+                Key=serialize(keys.browser_key(session_id, "HOST")),
+                ConditionExpression="host_id = :me",
+                ExpressionAttributeValues=_values({":me": host_id}),
+            )
+        )
+
+    # --- a page saved between hosts -----------------------------------------------------------------------
+
+    def browser_save_state(self, session_id: str, state: dict[str, Any]) -> None:
+        from oberik.adapters.dynamodb import serialize
+
+        item = {**keys.browser_key(session_id, "STATE"), "state": json.dumps(state), "saved_at": time.time()}
+        self.db.put_item(TableName=self.table, Item=serialize(item))  # type: ignore[attr-defined]
+
+    def browser_load_state(self, session_id: str) -> dict[str, Any] | None:
+        item = self._get(keys.browser_key(session_id, "STATE"))  # type: ignore[attr-defined]
+        return json.loads(item["state"]) if item else None
+
+    def browser_clear_state(self, session_id: str) -> None:
+        from oberik.adapters.dynamodb import serialize
+
+        self.db.delete_item(  # type: ignore[attr-defined]
+            TableName=self.table,  # type: ignore[attr-defined]
+            Key=serialize(keys.browser_key(session_id, "STATE")),
+        )
