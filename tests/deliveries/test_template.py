@@ -6,7 +6,7 @@ from typing import Any
 
 from oberik.local.template import load_template
 
-ENQUEUERS = ("ParkFunction", "FinishFunction", "ApiFunction", "StreamFunction")
+ENQUEUERS = ("ParkFunction", "FinishFunction", "ApiFunction", "StreamFunction", "ScheduledFunction")
 
 
 def _resources() -> dict[str, Any]:

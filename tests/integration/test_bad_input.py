@@ -19,6 +19,10 @@ from tests.api_fixtures import Api, Project, table_items
         ({"message": "hi", "temperature": 3}, "temperature"),
         ({"message": "hi", "reasoning_effort": "max"}, "reasoning_effort"),
         ({"message": "hi", "enable_rag": "sometimes"}, "enable_rag"),
+        # switches are JSON true or false: a string or a number that merely looks like one is refused
+        ({"message": "hi", "enable_rag": "false"}, "enable_rag"),
+        ({"message": "hi", "enable_web_search": 0}, "enable_web_search"),
+        ({"message": "hi", "enable_auto_title": "yes"}, "enable_auto_title"),
         ({"message": [{"type": "audio"}]}, "message"),
     ],
 )

@@ -14,7 +14,7 @@ def _names(r) -> list[str]:
 def test_the_seed_tools_are_listed_for_a_token_that_may_schedule(api: Api, project: Project):
     token = api.token(project, capabilities=["chat", "tasks:write"])
     r = api.get("/tools", token)
-    assert _names(r) == ["current_time", "wait"]
+    assert _names(r) == ["current_time", "wait", "schedule_reminder", "cancel_reminder", "list_reminders"]
     assert r.json()["tools"][0]["source"] == "builtin"
     assert r.json()["withheld"] == []
 
@@ -111,4 +111,28 @@ def test_a_token_with_every_capability_lists_every_built_tool(api: Api, project:
         "todo_update",
         "todo_remove",
         "todo_clear",
+        *(
+            f"browser_{n}"
+            for n in ("goto", "read", "html", "viewport", "click", "type", "scroll", "wait", "screenshot", "close")
+        ),
+        "browser_handoff",
+        "browser_handoff_end",
+        "browse_url",
+        "schedule_reminder",
+        "cancel_reminder",
+        "list_reminders",
     ]
+    # and holds back, with a reason each, what this project cannot run or what another grant replaces
+    withheld = {w["name"]: w["unavailable"] for w in api.get("/tools", token).json()["withheld"]}
+    assert set(withheld) == {
+        "rag_search",
+        "remember",
+        "recall",
+        "wiki_write",
+        "wiki_read",
+        "search_history",
+        "screenshot_url",
+        "web_search",
+        "tool_search",
+    }
+    assert all(len(reason) > 20 for reason in withheld.values())

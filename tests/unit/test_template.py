@@ -157,8 +157,9 @@ def test_state_machine_arn_is_built_from_the_state_machine_name() -> None:
         for fn, res in _resources("AWS::Serverless::Function").items()
         if "OBERIK_STATE_MACHINE_ARN" in res["Properties"].get("Environment", {}).get("Variables", {})
     }
-    # Then the API, the stream and the continue functions are told, by name (a !Ref would be a circular dependency)
-    assert set(told) == {"ApiFunction", "StreamFunction", "ContinueFunction"}
+    # Then the API, the stream, the continue and the scheduled functions are told, by name (a !Ref would be a
+    # circular dependency)
+    assert set(told) == {"ApiFunction", "StreamFunction", "ContinueFunction", "ScheduledFunction"}
     for fn, arn in told.items():
         assert arn == {
             "Fn::Sub": f"arn:${{AWS::Partition}}:states:${{AWS::Region}}:${{AWS::AccountId}}:stateMachine:{name}"
@@ -317,8 +318,17 @@ def test_stream_function_has_what_the_api_function_has_to_start_read_and_stop_tu
     # Given the two functions that answer the chat routes
     resources = _template()["Resources"]
     api, stream = resources["ApiFunction"]["Properties"], resources["StreamFunction"]["Properties"]
+
     # Then StreamFunction may do to the table and the turn state machine what ApiFunction may
-    assert stream["Policies"] == api["Policies"]
+    def policies(props: dict) -> set[str]:
+        return {json.dumps(p, sort_keys=True, default=str) for p in props["Policies"]}
+
+    assert policies(stream) == policies(api)
+    # And, since a streamed turn's first step runs in it, whatever the step function may reach
+    step = resources["StepFunction"]["Properties"]
+    assert policies(step) <= policies(stream)
+    for name in ("OBERIK_BROWSER_BACKEND", "OBERIK_BROWSER_FUNCTION_NAME", "OBERIK_SCHEDULE_GROUP"):
+        assert stream["Environment"]["Variables"].get(name) == step["Environment"]["Variables"][name], name
     # And it is told the same state machine and model endpoint, but not the admin key (no stream route needs it)
     api_vars, stream_vars = api["Environment"]["Variables"], stream["Environment"]["Variables"]
     for name in ("OBERIK_STATE_MACHINE_ARN", "OPENAI_BASE_URL", "OPENAI_API_KEY"):

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from oberik.domain.llm import Completion, Delta, ModelRequest
+from oberik.domain.retrieval import VectorHit, VectorRecord
 
 
 class Model(Protocol):
@@ -47,3 +48,30 @@ class Embeddings(Protocol):
     dimension: int
 
     def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+class VectorStore(Protocol):
+    """Vectors with metadata in named indexes, queried by cosine similarity under a metadata filter (the
+    language of `oberik.domain.vector_filter`). Amazon S3 Vectors on AWS; an in-process store locally."""
+
+    def ensure_index(self, index: str, dimension: int) -> None:
+        """Create the index if it does not exist (idempotent)."""
+        ...
+
+    def put(self, index: str, records: list[VectorRecord]) -> None:
+        """Insert or replace records by key."""
+        ...
+
+    def delete(self, index: str, keys: list[str]) -> None:
+        """Remove records by key; missing keys are ignored."""
+        ...
+
+    def query(
+        self, index: str, vector: list[float], *, top_k: int, filter: dict[str, Any] | None = None
+    ) -> list[VectorHit]:
+        """The `top_k` records closest to `vector` among those `filter` admits, best first."""
+        ...
+
+    def get(self, index: str, keys: list[str]) -> list[VectorRecord]:
+        """Records by key (with metadata), in no particular order; missing keys are left out."""
+        ...

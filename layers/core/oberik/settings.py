@@ -69,9 +69,40 @@ class Settings(BaseSettings):
     # End-user tokens: longest lifetime a project key may mint.
     max_token_ttl_seconds: int = 30 * 24 * 3600
 
-    # UNSAFE outside tests and `oberik dev`: lets webhooks reach loopback and private addresses, i.e. this
-    # machine and its network. Cloud metadata addresses stay refused even then. Never set it on a deployment.
+    # UNSAFE outside tests and `oberik dev`: lets webhooks (and the web tools: web_search's provider, browse_url)
+    # reach loopback and private addresses, i.e. this machine and its network. Cloud metadata addresses stay refused
+    # even then. Never set it on a deployment.
     allow_private_webhooks: bool = False
+
+    # Browser hand-offs: whether a hand-off may end itself once the page shows the person is finished (the
+    # deployment's switch; a project can also turn it off), and the small vision model that judges that when the
+    # page alone cannot ("provider/model"; unset: the project's handoff_check_model, else its default model).
+    enable_handoff_autodetect: bool = True
+    handoff_check_model: str | None = None
+
+    # Web push (the playground's "notify me"): off unless both halves of a VAPID key pair are set, e.g. from
+    # `npx web-push generate-vapid-keys` (URL-safe base64: the public key's 65-byte point, the private key's
+    # 32 bytes). Keep the pair for good: browsers' subscriptions are bound to the public key.
+    vapid_public_key: str | None = Field(
+        default=None, validation_alias=AliasChoices("OBERIK_VAPID_PUBLIC_KEY", "VAPID_PUBLIC_KEY")
+    )
+    vapid_private_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OBERIK_VAPID_PRIVATE_KEY", "VAPID_PRIVATE_KEY")
+    )
+    # Who push services may contact about this sender: a mailto: or https: URL (the JWT's `sub`).
+    vapid_subject: str | None = Field(
+        default=None, validation_alias=AliasChoices("OBERIK_VAPID_SUBJECT", "VAPID_SUBJECT")
+    )
+
+    # The browser tools. "local": Chromium in this process (oberik dev, tests); "lambda": the browser container
+    # Lambda, one per conversation, driven through a mailbox in the table. Pages close when idle, when old and
+    # when more than browser_max_pages are open; a held page on Lambda is billed for every second it is kept.
+    browser_backend: Literal["local", "lambda"] = "local"
+    browser_executable: str = "/usr/lib/chromium/chromium-headless-shell"
+    browser_idle_seconds: float = 600.0
+    browser_max_age_seconds: float = 3600.0
+    browser_max_pages: int = 8
+    browser_function_name: str = ""
 
     @model_validator(mode="after")
     def _default_to_the_configured_provider(self) -> Settings:

@@ -13,6 +13,12 @@ from botocore.exceptions import ClientError
 
 from oberik.adapters import keys
 from oberik.adapters.aws import client
+from oberik.adapters.dynamodb_browser import BrowserMailboxStore
+from oberik.adapters.dynamodb_documents import DocumentsStore
+from oberik.adapters.dynamodb_handoff import HandoffStoreMixin
+from oberik.adapters.dynamodb_push import PushStore
+from oberik.adapters.dynamodb_tasks import TaskStore
+from oberik.adapters.dynamodb_webhook_tools import WebhookToolsStore
 from oberik.adapters.frame_cache import FRAMES
 from oberik.domain.deliveries import DeliveryAttempt
 from oberik.domain.errors import Conflict, Contended, NotFound
@@ -66,7 +72,7 @@ def _failed_condition(e: ClientError) -> bool:
     )
 
 
-class DynamoStore:
+class DynamoStore(HandoffStoreMixin, WebhookToolsStore, PushStore, TaskStore, BrowserMailboxStore, DocumentsStore):
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or get_settings()
         self.table = self.settings.table_name
@@ -205,6 +211,8 @@ class DynamoStore:
         doc = settings.model_dump(mode="json")
         for name, provider in settings.providers.items():
             doc["providers"][name]["api_key"] = provider.api_key.get_secret_value() if provider.api_key else None
+        if settings.web_search is not None and settings.web_search.api_key is not None:
+            doc["web_search"]["api_key"] = settings.web_search.api_key.get_secret_value()
         return doc
 
     def get_project(self, project_id: str) -> Project | None:

@@ -28,6 +28,7 @@ class PostResult:
     error: str | None
     duration_ms: int
     refused: bool = False  # the guard refused the target: trying again will not help
+    body: bytes = b""  # the start of what the receiver answered, when the caller asked to read it (read_limit)
 
     @property
     def ok(self) -> bool:
@@ -65,15 +66,25 @@ def check(url: str, *, allow_private: bool, field: str = "url") -> tuple[Target,
     return target, addresses
 
 
-def post(url: str, content: bytes, headers: dict[str, str], *, timeout: float, allow_private: bool) -> PostResult:
-    """POST `content` to `url` through the guard. Never raises for the receiver's or the network's failures."""
+def post(
+    url: str,
+    content: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: float,
+    allow_private: bool,
+    field: str = "webhook_url",
+    read_limit: int = 0,
+) -> PostResult:
+    """POST `content` to `url` through the guard. Never raises for the receiver's or the network's failures.
+    With `read_limit`, up to that many bytes of the answer's body come back in `body`."""
     started = time.monotonic()
 
     def took() -> int:
         return int((time.monotonic() - started) * 1000)
 
     try:
-        target, addresses = check(url, allow_private=allow_private, field="webhook_url")
+        target, addresses = check(url, allow_private=allow_private, field=field)
     except TargetRefused as e:
         return PostResult(None, e.detail, took(), refused=True)
     except Invalid as e:
@@ -93,10 +104,15 @@ def post(url: str, content: bytes, headers: dict[str, str], *, timeout: float, a
             )
             try:
                 response = client.send(request, stream=True)
-                response.close()  # what the receiver says back is not read
+                try:
+                    body = _read(response, read_limit)  # nothing unless asked: a delivery's answer is not read
+                finally:
+                    response.close()
                 if 200 <= response.status_code < 300:
-                    return PostResult(response.status_code, None, took())
-                return PostResult(response.status_code, f"the receiver answered HTTP {response.status_code}", took())
+                    return PostResult(response.status_code, None, took(), body=body)
+                return PostResult(
+                    response.status_code, f"the receiver answered HTTP {response.status_code}", took(), body=body
+                )
             except httpx.ConnectError as e:
                 error = f"could not connect to {target.host} ({address}): {e}"
             except httpx.TimeoutException:
@@ -104,3 +120,15 @@ def post(url: str, content: bytes, headers: dict[str, str], *, timeout: float, a
             except httpx.HTTPError as e:
                 return PostResult(None, f"the request to {target.host} failed: {e}", took())
     return PostResult(None, error, took())
+
+
+def _read(response: httpx.Response, limit: int) -> bytes:
+    """At most `limit` bytes of a streamed response's body (decoded from any content-encoding)."""
+    if limit <= 0:
+        return b""
+    out = bytearray()
+    for chunk in response.iter_bytes():
+        out += chunk
+        if len(out) >= limit:
+            break
+    return bytes(out[:limit])

@@ -48,6 +48,7 @@ class Handlers:
     on_questions: Callable[[list[dict[str, Any]]], Any] | None = None
     on_approval: Callable[[dict[str, Any]], Any] | None = None
     on_question: Callable[[dict[str, Any]], Any] | None = None
+    on_browser_handoff: Callable[[dict[str, Any]], Any] | None = None
     on_event: Callable[[str, dict[str, Any]], Any] | None = None
     on_reconnect: Callable[[int], Any] | None = None
 
@@ -312,6 +313,8 @@ class StreamState:
                 call(component.render, data.get("props") or {})
         elif event == "questions":
             call(h.on_questions, data.get("questions") or [])
+        elif event == "browser_handoff":
+            call(h.on_browser_handoff, data)
         call(h.on_event, event, data)
 
         outcome: ChatResponse | AgentStreamError | None = None

@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import builtins
 import inspect
-from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
 from typing import Any
 
 import httpx
 
 from oberik.client import _endpoints as ep
+from oberik.client import handoff as handoff_api
 from oberik.client._core import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_TOOL_ROUNDS,
@@ -277,6 +278,11 @@ class AsyncChat:
         )
         return result
 
+    async def handoff_done(self, session_id: str) -> ChatResponse:
+        """The person is finished with a blocking hand-off's page: the turn carries on."""
+        result: ChatResponse = await self._client._do(ep.chat({"session_id": session_id, "handoff_done": True}))
+        return result
+
     async def cancel(self, run_id: str) -> CancelResult:
         result: CancelResult = await self._client._do(ep.cancel(run_id))
         return result
@@ -498,6 +504,31 @@ class AsyncSessions:
     async def recap(self, session_id: str) -> str:
         line: str = await self._client._do(ep.recap(session_id))
         return line
+
+    async def browser_frame(self, session_id: str, selector: str | None = None) -> dict[str, Any]:
+        return dict(await self._client._do(handoff_api.browser_frame(session_id, selector)))
+
+    async def browser_input(self, session_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(await self._client._do(handoff_api.browser_input(session_id, event)))
+
+    async def handoff_check(self, session_id: str) -> dict[str, Any]:
+        return dict(await self._client._do(handoff_api.handoff_check(session_id)))
+
+    async def browser_stream(
+        self, session_id: str, selector: str | None = None
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        """The live page as `(event, data)` pairs: `clip`, `frame`, and a last `end`. Break out to stop."""
+        response = await self._client._open_stream("GET", handoff_api.stream_path(session_id, selector))
+        decoder = SseDecoder()
+        try:
+            async for line in response.aiter_lines():
+                frame = decoder.feed(line)
+                if frame is not None:
+                    yield frame.event, frame.data
+                    if frame.event == "end":
+                        return
+        finally:
+            await response.aclose()
 
 
 class AsyncToolsApi:

@@ -36,6 +36,9 @@ def render_cited(response: ChatResponse | Mapping[str, Any]) -> list[Segment]:
     A marker nothing in the register answers to is dropped rather than shown as a pill that leads nowhere, and
     a claim whose span is missing, out of range or overlaps the one before is treated as unattributed text.
     An answer without claims is a single segment with no citations.
+
+    Both marker modes render the same way: with markers inline a claim's text ends with its `[n]`; with markers
+    stripped the claim offsets point into the prose without them, and the pills are all there is of the numbers.
     """
     data = response.model_dump() if isinstance(response, ChatResponse) else response
     content = str(data.get("content") or "")

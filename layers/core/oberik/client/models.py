@@ -49,6 +49,7 @@ class Waiting(BaseModel):
     tool_calls: list[dict[str, Any]]
     approvals: list[dict[str, Any]]
     questions: list[dict[str, Any]]
+    handoff: dict[str, Any] | None = None  # a blocking browser hand-off: answer with handoff_done: true
 
 
 class ActiveRun(BaseModel):

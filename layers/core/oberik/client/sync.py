@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 
 from oberik.client import _endpoints as ep
+from oberik.client import handoff as handoff_api
 from oberik.client._core import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_MAX_TOOL_ROUNDS,
@@ -31,6 +32,7 @@ from oberik.client._core import (
     split_handlers,
 )
 from oberik.client.errors import AgentStreamError, OberikConnectionError, OberikError, error_for
+from oberik.client.handoff import BrowserStream, HandoffController
 from oberik.client.models import (
     ActiveRun,
     CancelResult,
@@ -320,6 +322,11 @@ class Chat:
         result: ChatResponse = self._client._do(ep.chat({"session_id": session_id, "approval_decisions": [decision]}))
         return result
 
+    def handoff_done(self, session_id: str) -> ChatResponse:
+        """The person is finished with the page a blocking hand-off gave them: the turn carries on (blocking)."""
+        result: ChatResponse = self._client._do(ep.chat({"session_id": session_id, "handoff_done": True}))
+        return result
+
     def cancel(self, run_id: str) -> CancelResult:
         """Stop a streamed run's generation; a run that already ended reports how it ended."""
         result: CancelResult = self._client._do(ep.cancel(run_id))
@@ -590,6 +597,33 @@ class Sessions:
         """Up to `n` next messages in the user's voice, for buttons; [] when there is none (or no time)."""
         suggestions: builtins.list[str] = self._client._do(ep.followups(session_id, n))
         return suggestions
+
+    def browser_frame(self, session_id: str, selector: str | None = None) -> dict[str, Any]:
+        """One still of a handed-over page (slow next to `browser_stream`): image, clip, origin, region."""
+        return dict(self._client._do(handoff_api.browser_frame(session_id, selector)))
+
+    def browser_input(self, session_id: str, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Relay one gesture or key: coordinates in the picture's pixels plus the frame's `origin`."""
+        return dict(self._client._do(handoff_api.browser_input(session_id, event)))
+
+    def handoff_check(self, session_id: str) -> dict[str, Any]:
+        """Whether the person has finished: {checked, done, state, reason, will_check_again}."""
+        return dict(self._client._do(handoff_api.handoff_check(session_id)))
+
+    def browser_stream(self, session_id: str, selector: str | None = None, **callbacks: Any) -> BrowserStream:
+        """Live frames of a handed-over page: on_frame, on_clip, on_end, on_error. `close()` it when done."""
+        return BrowserStream(self._client, session_id, selector=selector, **callbacks)
+
+    def handoff(
+        self,
+        session_id: str,
+        handoff: Mapping[str, Any],
+        *,
+        on_view: Callable[[dict[str, Any]], Any] | None = None,
+        on_ended: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> HandoffController:
+        """Watch and work a hand-off: the stream, the gestures with their origin, and the finished-check."""
+        return HandoffController(self._client, session_id, handoff, on_view=on_view, on_ended=on_ended)
 
     def recap(self, session_id: str) -> str:
         """One line for someone coming back to the conversation; "" when there is none (or no time)."""

@@ -65,6 +65,17 @@ _BEHAVIOURAL: frozenset[str] = frozenset({"chat", "system_prompt", "steer", "aut
 
 NEEDS_EMBEDDINGS = "needs an embedding model"
 
+# Tools that need more than their own capability: every entry must also be held ("output:*" = any output kind).
+ALSO_REQUIRES: dict[str, tuple[str, ...]] = {"screenshot_url": ("output:*",)}
+# Tools another capability replaces: when the turn holds that capability the tool is withheld, with the reason.
+SUPERSEDED_BY: dict[str, tuple[str, str]] = {
+    "screenshot_url": (
+        "browser",
+        "this token holds the browser capability, and browser_goto followed by browser_screenshot does everything "
+        "screenshot_url did; two ways to capture a page is one more choice than the agent needs.",
+    )
+}
+
 
 def is_capability(name: str) -> bool:
     return name in KNOWN_CAPABILITIES or bool(_OUTPUT.match(name))
@@ -79,10 +90,13 @@ class Infrastructure:
     """What this deployment and project can actually run, independent of permissions."""
 
     embedding_model: bool = False
+    search_provider: bool = False  # the project configured a search provider (settings: web_search)
 
     def provides(self, need: str) -> bool:
         if need == "embeddings":
             return self.embedding_model
+        if need == "search_provider":
+            return self.search_provider
         return False
 
 
@@ -104,6 +118,12 @@ class Gate:
         flag = CAPABILITY_FLAG.get(capability)
         return True if flag is None else bool(self.flags.get(flag, True))
 
+    def holds(self, capability: str) -> bool:
+        """Granted and switched on; "output:*" is held when any output kind is."""
+        if capability == "output:*":
+            return any(_OUTPUT.match(c) and c in self.token for c in self.ceiling)
+        return self.granted(capability) and self.switched_on(capability)
+
 
 @dataclass(frozen=True)
 class Withheld:
@@ -124,9 +144,20 @@ class Toolset:
 
 def _unavailable_sentence(tool: ToolSpec) -> str:
     if tool.needs == "embeddings":
+        lost = {
+            "memory": "Nothing can be remembered, recalled, written to or read from the wiki, or found in earlier "
+            "conversations",
+            "retrieval": "The project's documents cannot be searched",
+        }.get(tool.family, "Nothing that searches by meaning can run")
         return (
-            "this project has no embedding model configured, so nothing that searches by meaning can run. "
-            "Set one in the project settings (embedding_model) to make it available."
+            "this project has no embedding model configured, and searching by meaning needs one. "
+            f"{lost}: set embedding_model in the project settings (PATCH /api/projects/{{id}}/settings, e.g. "
+            '"offline/all-minilm-l6-v2") to make it available.'
+        )
+    if tool.needs == "search_provider":
+        return (
+            "this project has no search provider configured, so there is nothing to send a web search to. Set one "
+            "in the project settings (web_search: the provider's url, key header and where its results are)."
         )
     return f"this deployment cannot run {tool.name}: {tool.needs} is missing."
 
@@ -141,6 +172,11 @@ def resolve_toolset(gate: Gate, catalog: Iterable[ToolSpec] = CATALOG) -> Toolse
         if gate.project_allowed is not None and tool.name not in gate.project_allowed:
             continue
         if gate.request_allowed is not None and tool.name not in gate.request_allowed:
+            continue
+        if not all(gate.holds(c) for c in ALSO_REQUIRES.get(tool.name, ())):
+            continue
+        if tool.name in SUPERSEDED_BY and gate.holds(SUPERSEDED_BY[tool.name][0]):
+            withheld.append(Withheld(tool.name, tool.source, SUPERSEDED_BY[tool.name][1]))
             continue
         if tool.needs and not gate.infra.provides(tool.needs):
             withheld.append(Withheld(tool.name, tool.source, _unavailable_sentence(tool)))

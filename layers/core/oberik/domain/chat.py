@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from oberik.domain.llm import Effort
 
@@ -46,7 +46,7 @@ class ChatRequest(BaseModel):
     session_id: str | None = None
     title: str | None = Field(default=None, max_length=200)
     user_ref: str | None = Field(default=None, max_length=200)
-    enable_auto_title: bool = False
+    enable_auto_title: StrictBool = False
     title_from: Literal["message", "response"] = "message"
     tags: list[str] = Field(default_factory=list)
     document_ids: list[str] = Field(default_factory=list)
@@ -55,19 +55,19 @@ class ChatRequest(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     system_prompt: str | None = Field(default=None, max_length=20_000)
 
-    enable_rag: bool = True
-    enable_memory: bool = True
-    enable_web_search: bool = True
-    enable_browser: bool = True
-    enable_todo: bool = True
-    enable_computer: bool = True
-    enable_subagents: bool = True
-    enable_scheduling: bool = True
-    enable_ask_user: bool = True
-    enable_approvals: bool = True
-    enable_plugins: bool = True
-    enable_action_space: bool = True
-    enable_webhook_tools: bool = True
+    enable_rag: StrictBool = True
+    enable_memory: StrictBool = True
+    enable_web_search: StrictBool = True
+    enable_browser: StrictBool = True
+    enable_todo: StrictBool = True
+    enable_computer: StrictBool = True
+    enable_subagents: StrictBool = True
+    enable_scheduling: StrictBool = True
+    enable_ask_user: StrictBool = True
+    enable_approvals: StrictBool = True
+    enable_plugins: StrictBool = True
+    enable_action_space: StrictBool = True
+    enable_webhook_tools: StrictBool = True
 
     allowed_tools: list[str] | None = None
     client_tools: list[dict[str, Any]] = Field(default_factory=list)
@@ -78,7 +78,7 @@ class ChatRequest(BaseModel):
     tool_results: list[dict[str, Any]] | None = None
     approval_decisions: list[dict[str, Any]] | None = None
     answers: dict[str, Any] | None = None
-    handoff_done: bool | None = None
+    handoff_done: StrictBool | None = None
 
     @field_validator("message")
     @classmethod

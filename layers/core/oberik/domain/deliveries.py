@@ -151,6 +151,8 @@ class Notification:
     # and sends nothing if it has.
     hold: bool
     body: str
+    # Where it goes when not to the project's webhook_url (a scheduled task's callback_url or webhook url).
+    url: str | None = None
 
     def to_message(self) -> str:
         return json.dumps(asdict(self), separators=(",", ":"))
@@ -158,7 +160,7 @@ class Notification:
     @classmethod
     def from_message(cls, text: str) -> Notification:
         doc = json.loads(text)
-        return cls(**{k: doc[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: doc[k] for k in cls.__dataclass_fields__ if k in doc or k != "url"})
 
 
 def notification_for(turn: Turn, *, tenant_id: str, user_ref: str | None) -> Notification | None:

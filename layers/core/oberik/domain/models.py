@@ -10,6 +10,7 @@ from oberik.domain.capabilities import DEFAULT_CEILING
 from oberik.domain.context import ContextSettings
 from oberik.domain.guardrails import GuardrailSettings
 from oberik.domain.llm import Effort
+from oberik.domain.web import WebSearchSettings
 
 # --- projects -------------------------------------------------------------------------------------
 
@@ -33,8 +34,13 @@ class ProjectSettings(BaseModel):
     providers: dict[str, ProviderSettings] = Field(default_factory=dict)
     webhook_url: str | None = None
     handoff_autodetect: bool = True
+    # The small vision model that judges whether a hand-off is finished ("provider/model"; None: the deployment's
+    # OBERIK_HANDOFF_CHECK_MODEL, else default_model).
+    handoff_check_model: str | None = None
     embedding_model: str | None = None
     citations_markers: Literal["inline", "stripped"] = "inline"
+    web_search: WebSearchSettings | None = None  # the search provider web_search queries (None: not configured)
+    pinned_tools: list[str] = Field(default_factory=list)  # tool narrowing (action_space) always binds these
     context: ContextSettings = Field(default_factory=ContextSettings)
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
     # How long follow-ups and the recap may take before they answer empty (None: the platform's 30 s).
@@ -132,12 +138,19 @@ class TurnPlan(BaseModel):
     ui_tools: list[dict[str, Any]] = Field(default_factory=list)
     # Nobody is there to answer (a scheduled run): questions are never offered; approvals still pause.
     unattended: bool = False
+    # The scheduled task that started this turn ({"task_id", "callback_url"}): its reply is that task's
+    # scheduled_task.fired.
+    scheduled_task: dict[str, Any] | None = None
     # Name the conversation: from the user's first message (alongside the turn) or from the first exchange.
     auto_title: Literal["message", "response"] | None = None
     context: ContextSettings = Field(default_factory=ContextSettings)  # the project's, when the turn began
     guardrails: GuardrailSettings = Field(default_factory=GuardrailSettings)
     # Sentences the turn starts with, e.g. a capability the request asked for that could not do its job.
     warnings: list[str] = Field(default_factory=list)
+    # Whether the answer keeps its [n] citation markers (the project's setting when the turn began).
+    citations_markers: Literal["inline", "stripped"] = "inline"
+    # The request's retrieval scope ({"tags": [...], "document_ids": [...]}): rag_search searches only those.
+    retrieval: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Turn(BaseModel):
@@ -175,6 +188,8 @@ class Turn(BaseModel):
     inline_result: dict[str, Any] | None = None
     # The citations register: every checkable source the turn was shown, each with its `marker` number.
     citations: list[dict[str, Any]] = Field(default_factory=list)
+    # Tools tool_search made callable: bound on every later step of this turn, whatever the message ranks.
+    found_tools: list[str] = Field(default_factory=list)
 
 
 # Frames are physically removed a day after they are written; a finished run's frames stop being served

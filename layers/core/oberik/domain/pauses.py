@@ -4,7 +4,8 @@ A paused turn's `pending` record holds three kinds of outstanding item:
 - `tool_calls`: calls to the client's own tools, handed back for the client to run;
 - `approvals`: calls nothing may run until a person decides (a gated client tool, or the model's own
   `request_approval`);
-- `questions`: batches of questions the model asked with `ask_user`.
+- `questions`: batches of questions the model asked with `ask_user`;
+- `handoff`: a blocking browser hand-off: the person works the page, then presses Done (`handoff_done: true`).
 Client tool calls are announced only once no approval or question is outstanding, so a client's tool
 auto-dispatch can never act while a person is still deciding. Everything here is pure: no I/O.
 """
@@ -39,16 +40,25 @@ MAX_QUESTIONS = 4
 
 
 def empty() -> dict[str, Any]:
-    return {"tool_calls": [], "deferred": [], "approvals": [], "questions": [], "answered": [], "decided": []}
+    return {
+        "tool_calls": [],
+        "deferred": [],
+        "approvals": [],
+        "questions": [],
+        "handoff": None,
+        "answered": [],
+        "decided": [],
+    }
 
 
 def outstanding(pending: dict[str, Any]) -> bool:
-    return any(pending.get(k) for k in ("tool_calls", "deferred", "approvals", "questions"))
+    return any(pending.get(k) for k in ("tool_calls", "deferred", "approvals", "questions", "handoff"))
 
 
 def announce(pending: dict[str, Any]) -> dict[str, Any]:
     """Move deferred client calls into view once nothing a person must decide is outstanding."""
-    if pending.get("deferred") and not pending.get("approvals") and not pending.get("questions"):
+    waiting = pending.get("approvals") or pending.get("questions") or pending.get("handoff")
+    if pending.get("deferred") and not waiting:
         pending = {**pending, "tool_calls": [*pending.get("tool_calls", []), *pending["deferred"]], "deferred": []}
     return pending
 
@@ -59,6 +69,8 @@ def reason(pending: dict[str, Any]) -> str:
         return "needs_answer"
     if pending.get("approvals"):
         return "needs_approval"
+    if pending.get("handoff"):
+        return "needs_browser"
     return "needs_client_tool"
 
 
@@ -218,6 +230,8 @@ def waiting_on(pending: dict[str, Any]) -> str:
         parts.append("approval_decisions for " + ", ".join(a["tool_call_id"] for a in pending["approvals"]))
     if pending.get("questions"):
         parts.append("answers for " + ", ".join(q["tool_call_id"] for q in pending["questions"]))
+    if pending.get("handoff"):
+        parts.append("handoff_done: true once the user has finished with the browser page")
     return "; ".join(parts) or "nothing"
 
 
@@ -317,6 +331,10 @@ def _apply_decisions(pending: dict[str, Any], decisions: list[Any], out: Resolut
             out.messages.append(ToolMessage(cid, approval["tool"] or "request_approval", REFUSAL + suffix))
         elif approval["tool"] is None:
             out.messages.append(ToolMessage(cid, "request_approval", APPROVED + suffix))
+        elif cid in pending.get("hosted", ()):
+            # A tool the platform runs itself (a webhook tool): it makes the approved call on the next step.
+            call = {"id": cid, "name": approval["tool"], "args": approval["arguments"], "note": note}
+            out.pending["approved"] = [*out.pending.get("approved", []), call]
         else:
             # The identical call is handed to the client on the next round.
             out.pending["deferred"] = [
@@ -406,17 +424,34 @@ def _apply_answers(pending: dict[str, Any], answers: Any, out: Resolution) -> No
     out.pending["answered"] = [*out.pending.get("answered", []), cid]
 
 
+def _apply_handoff_done(pending: dict[str, Any], out: Resolution, result: str) -> None:
+    handoff = pending.get("handoff")
+    if not handoff:
+        raise Invalid(f"handoff_done was sent, but the turn waits on {waiting_on(pending)}.", field="handoff_done")
+    cid = handoff["tool_call_id"]
+    out.messages.append(ToolMessage(cid, "browser_handoff", result or "The user has finished with the page."))
+    out.pending["handoff"] = None
+    out.pending["answered"] = [*out.pending.get("answered", []), cid]
+
+
 def resolve(
     pending: dict[str, Any],
     *,
     tool_results: list[Any] | None,
     approval_decisions: list[Any] | None,
     answers: Any | None,
+    handoff_done: Any | None = None,
+    handoff_result: str = "",
 ) -> Resolution:
     """Check a resume against what the turn waits on. Raises (changing nothing) or says what follows."""
     if not outstanding(pending):
         raise Conflict(
             "Nothing on this conversation is waiting for tool results, decisions or answers.", code="nothing_to_resume"
+        )
+    if handoff_done is not None and handoff_done is not True:
+        raise Invalid(
+            "handoff_done only takes true (the user is finished with the page); leave it out otherwise.",
+            field="handoff_done",
         )
     out = Resolution(pending={**empty(), **json.loads(json.dumps(pending))})
     touched = False
@@ -443,6 +478,9 @@ def resolve(
         if not pending.get("questions"):
             raise Invalid(f"answers were sent, but the turn waits on {waiting_on(pending)}.", field="answers")
         _apply_answers(out.pending, answers, out)
+        touched = True
+    if handoff_done:
+        _apply_handoff_done(out.pending, out, handoff_result)
         touched = True
     if not touched:
         raise Invalid(f"This turn is paused; send {waiting_on(pending)}.", field="body")

@@ -57,8 +57,8 @@ def _turn_stopped(store: DynamoStore, turn_id: str) -> Notification | None:
     if turn is None:
         return None
     session = store.get_session(turn.session_id)
-    # Turns do not record the token's tenant_id yet; the project is the tenant until they do.
-    tenant_id = turn.project_id
+    # The token's tenant, as the plan recorded it (a turn planned before it did so: the project).
+    tenant_id = str(turn.plan.caller.get("tenant_id") or turn.project_id)
     note = deliveries.notification_for(turn, tenant_id=tenant_id, user_ref=session.user_ref if session else None)
     if note is None:
         return None
@@ -80,6 +80,10 @@ def _turn_stopped(store: DynamoStore, turn_id: str) -> Notification | None:
             )
         except Exception:
             logger.exception("turn.stopped was not published", turn_id=turn.id)
+    if turn.plan.scheduled_task:  # a scheduled task's turn: its reply is the task's scheduled_task.fired
+        from oberik.engine import tasks
+
+        tasks.agent_turn_stopped(store, turn, tenant_id=tenant_id)
     return note
 
 
@@ -115,7 +119,7 @@ def deliver(store: DynamoStore, record: dict[str, Any]) -> bool:
         logger.info("delivery already made", delivery_id=note.delivery_id)  # SQS handed the message out twice
         return True
     project = store.get_project(note.project_id)
-    url = project.settings.webhook_url if project is not None else None
+    url = note.url or (project.settings.webhook_url if project is not None else None)
     skip = deliveries.moved_on(note, store.get_turn(note.turn_id)) if note.hold else None
     if skip is None and not url:
         skip = "the project has no webhook_url any more"

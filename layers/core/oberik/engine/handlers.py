@@ -16,7 +16,7 @@ from oberik.domain import pauses
 from oberik.domain.chat import ChatResponse
 from oberik.domain.errors import NotFound
 from oberik.domain.models import Run, Turn
-from oberik.engine import deliveries, inline, projects
+from oberik.engine import citations, deliveries, inline, projects
 from oberik.engine.frames import FrameWriter
 from oberik.engine.models import resolver_for
 from oberik.engine.step import StepEngine, _message
@@ -96,10 +96,14 @@ def response_for(store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | No
     """The terminal payload: the blocking response and the `done` frame are the same document."""
     session = store.get_session(turn.session_id)
     pending = pending or {}
+    attributed = citations.finalize(turn)
     return ChatResponse(
         session_id=turn.session_id,
         run_id=turn.run_id,
-        content=turn.content,
+        content=attributed.content,
+        citations=attributed.citations,
+        claims=attributed.claims,
+        attribution=attributed.attribution,
         reasoning=turn.reasoning,
         warnings=turn.warnings,
         finish_reason=turn.finish_reason,
@@ -107,6 +111,7 @@ def response_for(store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | No
         tool_calls=pending.get("tool_calls", []),
         approvals=pending.get("approvals", []),
         questions=pending.get("questions", []),
+        handoff=pending.get("handoff") or _open_handoff(store, turn.session_id),
         ui=turn.ui,
         todos=store.list_todos(turn.session_id) if turn.todos_changed else [],
         steered=turn.steered,
@@ -114,6 +119,14 @@ def response_for(store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | No
         guard_flags=turn.guard_flags,
         title=session.title if session else None,
     ).model_dump(mode="json")
+
+
+def _open_handoff(store: DynamoStore, session_id: str) -> dict[str, Any] | None:
+    """The conversation's hand-off still open when the turn stops (an open one the agent left showing)."""
+    from oberik.browser.handoff_rules import public
+
+    h = store.active_handoff(session_id)
+    return public(h) if h else None
 
 
 def announce_pause(store: DynamoStore, turn: Turn, run_id: str, pending: dict[str, Any]) -> dict[str, Any]:
@@ -127,6 +140,8 @@ def announce_pause(store: DynamoStore, turn: Turn, run_id: str, pending: dict[st
         writer.emit("questions", {"questions": pending["questions"]})
     if pending.get("approvals"):
         writer.emit("approvals", {"approvals": pending["approvals"]})
+    if pending.get("handoff"):
+        writer.emit("browser_handoff", pending["handoff"])
     deliveries.turn_stopped(store, turn.id)  # park, and a resume that leaves the turn paused, both come here
     return response
 
@@ -161,7 +176,8 @@ def finish(event: dict[str, Any]) -> dict[str, Any]:
     last = messages[-1] if messages else None
     already = last is not None and last.turn_id == turn.id and last.role == "assistant" and not last.tool_calls
     if not already and turn.answer:
-        store.append_messages(turn.session_id, [_message(turn, "assistant", turn.answer)])
+        answer = citations.clean_answer(turn, turn.answer)  # stored as the content shows it
+        store.append_messages(turn.session_id, [_message(turn, "assistant", answer)])
     response = response_for(store, turn)
     store.update_turn(turn.id, status="completed", pending={})
     done = store.end_run(

@@ -16,7 +16,7 @@ from oberik.domain.ids import new_id
 from oberik.domain.llm import Completion, Delta, ModelRequest, ToolCall
 from oberik.domain.models import Message, Run, Turn
 from oberik.domain.tools import BY_NAME, PAUSING_TOOLS, TODO_TOOLS
-from oberik.engine import toolbox
+from oberik.engine import action_space, citations, gated_calls, toolbox
 from oberik.engine.context import compact_if_needed, summary_block
 from oberik.engine.frames import FrameWriter
 from oberik.engine.prompt import history, system_messages
@@ -75,6 +75,7 @@ class StepEngine:
         "context",
         "guard_flags",
         "citations",
+        "found_tools",
     )
 
     def __init__(
@@ -179,6 +180,9 @@ class StepEngine:
             writer.emit("start", {"session_id": turn.session_id, "run_id": turn.run_id})
         if self.take_steers(turn, run):
             self._fresh = None  # the conversation grew: read it back
+        if gated_calls.run_approved(self.store, turn, writer):  # calls a person approved: the platform makes them
+            self._fresh = None
+            self._save(turn)
 
         if turn.steps >= self.max_steps:
             turn.finish_reason = "hit_tool_limit"
@@ -215,7 +219,10 @@ class StepEngine:
         messages = system + summary_block(summary) + history([m for m in stored if m.seq > after])
         if guard.mask_personal_data:
             messages = self._masked(messages, turn, writer)
-        tools = [spec.openai_schema() for name in plan.tools if (spec := toolbox.spec_for(name, turn)) is not None]
+        bound, narrowing_failed = action_space.bind(self.store, turn, stored, todos)
+        if narrowing_failed and narrowing_failed not in turn.warnings:
+            turn.warnings.append(narrowing_failed)
+        tools = [spec.openai_schema() for name in bound if (spec := toolbox.spec_for(name, turn)) is not None]
         tools += [tool.openai_schema() for tool in declared.values()]
         request = ModelRequest(
             model=model_id,
@@ -383,6 +390,8 @@ class StepEngine:
                     outcome = None
             elif f"ui:{call.name}" in declared:
                 outcome = self._draw(turn, call, args, writer)
+            elif gated_calls.is_gated(call.name, turn):  # a hosted tool behind a decision: it waits in approvals
+                outcome = gated_calls.hold(turn, call, args, pending)
             elif call.name in plan.tools and call.name in PAUSING_TOOLS:
                 outcome = self._pause_tool(call, args, pending)
             elif call.name in plan.tools:
@@ -397,12 +406,19 @@ class StepEngine:
                         outcome = toolbox.run_family_tool(ctx) or _error(
                             f"no tool named {call.name!r} is available on this turn"
                         )
+                        if isinstance(ctx.extras.get("pause"), dict):  # it waits on a person (a blocking hand-off)
+                            if pending["handoff"]:
+                                outcome = _error("one hand-off at a time: this one was not started")
+                            else:
+                                pending["handoff"] = ctx.extras["pause"]
                 else:
                     outcome = run_server_tool(
                         call.name, call.arguments, now=time.time(), max_wait_seconds=self.max_wait_seconds
                     )
                 writer.emit("tool_end", {"name": call.name, "output": outcome.content})
                 wait_seconds = max(wait_seconds, outcome.wait_seconds)
+                if (pending.get("handoff") or {}).get("tool_call_id") == call.id:
+                    outcome = None  # its result is the person finishing (handoff_done on resume)
             else:
                 outcome = _error(f"no tool named {call.name!r} is available on this turn")
             if outcome is not None:
@@ -482,10 +498,14 @@ class StepEngine:
 
     def _call(self, model: Model, request: ModelRequest, writer: FrameWriter, turn: Turn) -> Completion:
         completion: Completion | None = None
+        markers = citations.StreamedMarkers(turn)  # the streamed text reads as `content` will
         try:
             for item in model.stream(request, should_stop=self._cancel_check(turn.run_id)):
                 if isinstance(item, Delta):
-                    writer.delta("token" if item.channel == "content" else "reasoning", item.text)
+                    if item.channel == "content":
+                        writer.delta("token", markers.feed(item.text))
+                    else:
+                        writer.delta("reasoning", item.text)
                 else:
                     completion = item
         except ModelError as e:
@@ -493,6 +513,7 @@ class StepEngine:
             turn.error = {"code": e.code, "detail": e.detail, "status": e.status}
             self._save(turn)
             raise
+        writer.delta("token", markers.close())
         writer.flush()
         if completion is None:
             raise ModelError("The model's stream ended without a final result.", code="provider_error")

@@ -23,7 +23,16 @@ from oberik.domain.tools import BY_NAME, CATALOG, ToolSpec
 from oberik.engine.tools import ToolOutcome
 
 # Modules each exposing `FAMILY: ToolFamily`. Order is the order tools are listed in.
-_FAMILY_MODULES: tuple[str, ...] = ()
+_FAMILY_MODULES: tuple[str, ...] = (
+    "oberik.engine.retrieval",
+    "oberik.engine.memory",
+    "oberik.engine.webhook_tools",
+    "oberik.browser.tools",
+    "oberik.browser.handoff",
+    "oberik.engine.web",
+    "oberik.engine.action_space",
+    "oberik.engine.reminders",
+)
 
 
 @dataclass
@@ -43,7 +52,8 @@ class ToolContext:
         """Add something the turn was shown that a reader can check (a passage, a page, a memory, a tool's
         answer) to the turn's one citations register; returns the marker number the model should use.
         `entry` carries `kind` (document | web | memory | wiki | tool | preview | file) and what that kind
-        shows: title, quote, url, page, score, path, ..."""
+        shows: title, quote, url, page, score, path, ... Returns 0 when the register is full (then show the
+        content without a marker). Command output is not citable (ValueError)."""
         from oberik.engine.citations import register  # one register per turn, numbered in one sequence
 
         return register(self.turn, entry, self.writer)
@@ -104,10 +114,19 @@ def run_family_tool(ctx: ToolContext) -> ToolOutcome | None:
     fam = owner_of(ctx.call.name, ctx.turn)
     if fam is None:
         return None
+    numbered = len(ctx.turn.citations)
     try:
-        return fam.run(ctx)
+        outcome = fam.run(ctx)
     except Exception as e:  # a tool's bug must reach the model as a failed call, not kill the turn
         from oberik.observability import logger
 
         logger.exception("tool failed", tool=ctx.call.name, turn_id=ctx.turn.id)
         return ToolOutcome(json.dumps({"error": f"{ctx.call.name} failed: {type(e).__name__}"}), ok=False)
+    spec = spec_for(ctx.call.name, ctx.turn)
+    if outcome.ok and spec is not None and spec.source != "builtin" and len(ctx.turn.citations) == numbered:
+        # An answer from the project's own systems (a webhook tool, an MCP server) is cited like any other source.
+        from oberik.engine.citations import cite_tool_result
+
+        content = cite_tool_result(ctx.turn, ctx.call.name, outcome.content, ctx.writer)
+        outcome = ToolOutcome(content, ok=True, wait_seconds=outcome.wait_seconds)
+    return outcome

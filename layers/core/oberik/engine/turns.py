@@ -17,6 +17,7 @@ from oberik.domain.models import Message, Project, Run, Session, Turn, TurnPlan
 from oberik.domain.tools import BY_NAME
 from oberik.engine import inline as first_step
 from oberik.engine import toolbox
+from oberik.engine.retrieval import retrieval_scope
 from oberik.observability import logger
 
 IDEMPOTENCY_SECONDS = 24 * 3600
@@ -24,8 +25,6 @@ IDEMPOTENCY_SECONDS = 24 * 3600
 # Request fields whose features this deployment does not run yet: refused by name rather than ignored.
 _NOT_YET = {
     "mcp_servers": "request-time MCP servers",
-    "tags": "document retrieval (tags)",
-    "document_ids": "document retrieval (document_ids)",
 }
 
 
@@ -43,7 +42,7 @@ def gate_for(
         flags=flags or {},
         project_allowed=frozenset(ps.allowed_tools) if ps.allowed_tools is not None else None,
         request_allowed=frozenset(request_allowed) if request_allowed is not None else None,
-        infra=Infrastructure(embedding_model=bool(ps.embedding_model)),
+        infra=Infrastructure(embedding_model=bool(ps.embedding_model), search_provider=ps.web_search is not None),
     )
 
 
@@ -131,6 +130,9 @@ class TurnStarter:
         names = toolset.names
         if unattended:
             names = [n for n in names if n != "ask_user"]  # nobody is there to answer
+        retrieval = retrieval_scope(req, project, self.store)
+        if retrieval:  # naming the project's own data keeps the turn on it: nothing from the web this turn
+            names = [t.name for t in toolset.tools if t.name in names and t.capability != "web_search"]
         return TurnPlan(
             model=model,
             temperature=0.2 if req.temperature is None else req.temperature,
@@ -147,6 +149,8 @@ class TurnStarter:
             context=project.settings.context,
             guardrails=project.settings.guardrails,
             warnings=self._degraded(req, project, claims),
+            retrieval=retrieval,
+            citations_markers=project.settings.citations_markers,
         )
 
     @staticmethod
@@ -215,10 +219,19 @@ class TurnStarter:
         return fresh
 
     def start(
-        self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool, inline: bool = False
+        self,
+        req: ChatRequest,
+        project: Project,
+        claims: TokenClaims,
+        *,
+        blocking: bool,
+        plan: TurnPlan | None = None,
+        inline: bool = False,
     ) -> Started:
-        """Start (or resume) a turn. `inline`: run its first step on a thread of this process while the execution
-        starts (engine.inline), for a streamed request where time to the first token matters."""
+        """Start (or, for a resume, continue) a turn. `plan`: one the caller made with `plan()` and adjusted (a
+        scheduled task's unattended turn); by default the request's own. `inline`: run the first step on a thread
+        of this process while the execution starts (engine.inline), for a streamed request where time to the
+        first token matters."""
         if req.resuming:
             return Resumer(self.store, self.orchestrator).resume(req, project, claims, blocking=blocking)
         if req.idempotency_key:
@@ -227,7 +240,7 @@ class TurnStarter:
                 run = self.store.get_run(seen["run_id"])
                 if run is not None:
                     return Started(run, attached=True)
-        plan = self.plan(req, project, claims)
+        plan = plan or self.plan(req, project, claims)
         for _attempt in range(3):
             session, created = self.session_for(req, project, claims)
             try:
@@ -356,6 +369,16 @@ def wait_for_run(store: Any, run_id: str, *, timeout: float, poll: float) -> Run
         delay = min(delay * 1.5, 0.25)
 
 
+def _handoff_result(store: Any, session_id: str, pending: dict[str, Any] | None) -> str:
+    """What the agent reads when the person finishes a blocking hand-off (including a selector that missed)."""
+    if not pending:
+        return ""
+    from oberik.browser.handoff_rules import done_message
+
+    stored = store.get_handoff(session_id)
+    return done_message(stored if stored and stored.get("id") == pending.get("id") else pending)
+
+
 class Resumer:
     """Applies a resume (tool results, decisions, answers) to a paused turn, as one new run."""
 
@@ -366,19 +389,16 @@ class Resumer:
     def resume(self, req: ChatRequest, project: Project, claims: TokenClaims, *, blocking: bool) -> Started:
         if req.session_id is None:
             raise Invalid("session_id is required to resume a paused turn.", field="session_id")
-        if req.handoff_done is not None:
-            raise Invalid(
-                "handoff_done is not accepted yet: browser hand-offs are not available on this deployment.",
-                field="handoff_done",
-            )
         session = self.store.get_session(req.session_id)
         if session is None or session.project_id != project.id or session.owner != claims.sub:
             raise NotFound(f"No conversation {req.session_id} exists for this user.", code="session_not_found")
-        payload = {
+        payload: dict[str, Any] = {
             "tool_results": req.tool_results,
             "approval_decisions": req.approval_decisions,
             "answers": req.answers,
         }
+        if req.handoff_done is not None:
+            payload["handoff_done"] = req.handoff_done
         fingerprint = pauses.digest(payload)
         turn_id = session.paused_turn or session.active_turn
         if turn_id is None and session.last_run:
@@ -399,10 +419,17 @@ class Resumer:
             )
         if req.message is not None or req.messages:
             raise Invalid(
-                "A resume carries tool_results, approval_decisions or answers, not a new message.", field="message"
+                "A resume carries tool_results, approval_decisions, answers or handoff_done, not a new message.",
+                field="message",
             )
+        handoff = turn.pending.get("handoff") if req.handoff_done else None
         resolution = pauses.resolve(
-            turn.pending, tool_results=req.tool_results, approval_decisions=req.approval_decisions, answers=req.answers
+            turn.pending,
+            tool_results=req.tool_results,
+            approval_decisions=req.approval_decisions,
+            answers=req.answers,
+            handoff_done=req.handoff_done,
+            handoff_result=_handoff_result(self.store, session.id, handoff),
         )
         plan = turn.plan
         if req.client_tools:
@@ -479,6 +506,8 @@ class Resumer:
                 code="resume_conflict",
             ) from e
         resumed = self.store.get_turn(turn.id) or turn
+        if handoff:
+            self.store.end_handoff(session.id, handoff.get("id"))  # the person is done: the viewer closes
         if generating:
             self.orchestrator.resume(turn.task_token or "", {"run_id": run_id})
             logger.info("turn resumed", turn_id=turn.id, run_id=run_id)

@@ -124,6 +124,9 @@ class ScriptedProvider:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.model_ids = model_ids
+        # POST /v1/embeddings bodies, in order. Embeddings are not scripted: each text gets the deterministic
+        # vector of oberik's HashingEmbedder (`dimensions` of the request, else 64).
+        self.embedding_requests: list[dict[str, Any]] = []
 
     # -- lifecycle -------------------------------------------------------------------------------------------
 
@@ -295,6 +298,9 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
+        if self.path.rstrip("/") == "/v1/embeddings":
+            self._embeddings(raw)
+            return
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send_error(404, f"No route for POST {self.path}.", "not_found")
             return
@@ -344,6 +350,28 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, _completion(index, body, step))
 
     # -- plain responses -------------------------------------------------------------------------------------
+
+    def _embeddings(self, raw: bytes) -> None:
+        from oberik.adapters.embeddings import HashingEmbedder
+
+        try:
+            body = json.loads(raw or b"{}")
+            texts = body["input"]
+            texts = [texts] if isinstance(texts, str) else list(texts)
+            if not texts or not all(isinstance(t, str) for t in texts):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            self._send_error(400, "input must be a string or a non-empty list of strings.", "invalid_request_error")
+            return
+        with self.owner._lock:
+            self.owner.embedding_requests.append(body)
+        vectors = HashingEmbedder(int(body.get("dimensions") or 64)).embed(texts)
+        data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
+        usage = {
+            "prompt_tokens": sum(len(t.split()) for t in texts),
+            "total_tokens": sum(len(t.split()) for t in texts),
+        }
+        self._send_json(200, {"object": "list", "data": data, "model": body.get("model", ""), "usage": usage})
 
     def _send_json(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
         data = json.dumps(payload).encode()

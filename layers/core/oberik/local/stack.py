@@ -10,6 +10,8 @@ The same builder serves the tests (inside `mock_aws(config=MOTO_CONFIG)`, see `L
 - creates the template's SQS queues (with their redrive policies) and SNS topics, tells the functions where
   they are as the template does (environment variables that `!Ref` them), and runs each function's SQS event
   source as a poller thread (`oberik.local.event_sources`), since moto runs none by itself,
+- creates the template's schedule groups and Scheduler role and runs a clock that fires due schedules
+  through their Lambda targets (`oberik.local.scheduler_clock`), since moto never fires one,
 - points this process's environment (and so `get_settings()` and the client factory) at all of it.
 """
 
@@ -38,7 +40,7 @@ from moto.core.models import botocore_stubber
 from moto.server import ThreadedMotoServer
 
 from oberik.adapters import aws
-from oberik.local import event_sources, lambda_routing
+from oberik.local import event_sources, lambda_routing, retrieval_sources, scheduler_clock
 from oberik.local.template import FunctionSpec, Template, functions, load_template, state_machine, table_definition
 from oberik.local.template import ttl_attribute as template_ttl_attribute
 from oberik.observability import logger
@@ -206,7 +208,9 @@ class LocalStack:
         self.function_arns: dict[str, str] = {}  # function name -> ARN
         self.queues: dict[str, tuple[str, str]] = {}  # queue logical id -> (URL, ARN)
         self.topics: dict[str, str] = {}  # topic logical id -> ARN
-        self._pollers: list[event_sources.QueuePoller] = []
+        self._pollers: list[Any] = []  # QueuePoller and retrieval_sources.StreamPoller: start() / stop()
+        self.schedule_groups: dict[str, str] = {}  # schedule group logical id -> name
+        self.clock: scheduler_clock.SchedulerClock | None = None  # fires due schedules (moto never does)
         self._env = _Environment()
         self._server: ThreadedMotoServer | None = None
         self._saved_moto_config: dict[str, Any] = {}  # moto config sections we replaced
@@ -276,6 +280,9 @@ class LocalStack:
         if self._stopped:
             return
         self._stopped = True
+        if self.clock is not None:  # before the routes it invokes go away
+            self.clock.stop()
+            self.clock = None
         for poller in self._pollers:  # before the routes they call go away
             poller.stop()
         self._pollers = []
@@ -376,6 +383,20 @@ class LocalStack:
         self._env.set("OBERIK_STATE_MACHINE_ARN", self.state_machine_arn)
         self._refresh()
         self._start_pollers(routes)
+        self._start_scheduler(arns_by_id)
+
+    def _start_scheduler(self, function_arns: Mapping[str, str]) -> None:
+        """The template's schedule groups and Scheduler role, the variables that name them, and the clock."""
+        self.schedule_groups, variables = scheduler_clock.create_resources(
+            self._client("scheduler"), self._client("iam"), self.template, function_arns
+        )
+        for variable, value in variables.items():
+            self._env.set(variable, value)
+        self._refresh()
+        self.clock = scheduler_clock.SchedulerClock(
+            self._client("scheduler"), self._client("lambda"), list(self.schedule_groups.values())
+        )
+        self.clock.start()
 
     def _create_queues_and_topics(self) -> None:
         self.queues = event_sources.create_queues(self._client("sqs"), self.template)
@@ -384,6 +405,9 @@ class LocalStack:
             self._env.set(
                 variable, self.queues[logical_id][0] if logical_id in self.queues else self.topics[logical_id]
             )
+        buckets = retrieval_sources.create_buckets(self._client("s3"), self.template)
+        for variable, logical_id in retrieval_sources.bucket_variables(self.template).items():
+            self._env.set(variable, buckets[logical_id])
 
     def _start_pollers(self, routes: Mapping[str, lambda_routing.Route]) -> None:
         specs = functions(self.template)
@@ -402,6 +426,15 @@ class LocalStack:
             )
             self._pollers.append(poller)
             poller.start()
+        self._pollers.extend(
+            retrieval_sources.start_stream_pollers(
+                self.template,
+                self._client("dynamodb"),
+                _setup_client("dynamodbstreams", self.endpoint_url or retrieval_sources.streams_endpoint(REGION)),
+                self.table_name,
+                routes,
+            )
+        )
 
     def _route_for(
         self,

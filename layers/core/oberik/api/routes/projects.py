@@ -9,7 +9,7 @@ from typing import Any, Literal
 from fastapi import APIRouter, Query, status
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from oberik.adapters import http_delivery
+from oberik.adapters import http_delivery, web_fetch
 from oberik.api.deps import AdminDep, ProjectDep, SettingsDep, StoreDep, forget_project
 from oberik.domain.capabilities import unknown_capabilities
 from oberik.domain.context import ContextSettings
@@ -20,7 +20,8 @@ from oberik.domain.identity import TokenClaims, hash_key, mint_token, new_projec
 from oberik.domain.ids import new_id
 from oberik.domain.llm import Effort
 from oberik.domain.models import Project, ProjectSettings, ProviderSettings
-from oberik.domain.tools import BY_NAME
+from oberik.domain.web import WebSearchSettings
+from oberik.engine import toolbox
 from oberik.engine.models import resolver_for
 
 router = APIRouter(prefix="/api/projects", tags=["projects"])
@@ -117,8 +118,11 @@ class SettingsPublic(BaseModel):
     providers: dict[str, ProviderPublic]
     webhook_url: str | None
     handoff_autodetect: bool
+    handoff_check_model: str | None = None
     embedding_model: str | None
     citations: dict[str, str]
+    web_search: dict[str, Any] | None = None
+    pinned_tools: list[str] = Field(default_factory=list)
     context: ContextSettings
     guardrails: GuardrailSettings
     aside_deadline_seconds: float | None
@@ -135,8 +139,11 @@ def _public(ps: ProjectSettings, settings: Any) -> SettingsPublic:
         },
         webhook_url=ps.webhook_url,
         handoff_autodetect=ps.handoff_autodetect,
+        handoff_check_model=ps.handoff_check_model,
         embedding_model=ps.embedding_model,
         citations={"markers": ps.citations_markers},
+        web_search=ps.web_search.public() if ps.web_search else None,
+        pinned_tools=ps.pinned_tools,
         context=ps.context,
         guardrails=ps.guardrails,
         aside_deadline_seconds=ps.aside_deadline_seconds,
@@ -157,7 +164,14 @@ class SettingsPatch(BaseModel):
     providers: dict[str, ProviderSettings | None] | None = None
     webhook_url: str | None = None
     handoff_autodetect: bool | None = None
+    handoff_check_model: str | None = Field(
+        default=None, description="provider/model of the small vision model that judges a hand-off finished"
+    )
     embedding_model: str | None = None
+    web_search: WebSearchSettings | None = Field(
+        default=None, description="the search provider web_search sends queries to (null: none)"
+    )
+    pinned_tools: list[str] | None = Field(default=None, description="tools tool narrowing always binds")
     context: ContextSettings | None = Field(
         default=None, description="when and how a long conversation is compacted for the model"
     )
@@ -184,7 +198,7 @@ def patch_project_settings(
         current.capabilities = sorted(set(body.capabilities))
     if "allowed_tools" in sent:
         if body.allowed_tools is not None:
-            unknown = sorted(set(body.allowed_tools) - set(BY_NAME))
+            unknown = sorted(set(body.allowed_tools) - {t.name for t in toolbox.catalog(project, store)})
             if unknown:
                 raise Invalid(
                     f"allowed_tools names tools that do not exist: {', '.join(unknown)}.", field="allowed_tools"
@@ -201,9 +215,19 @@ def patch_project_settings(
     if sent.get("webhook_url") is not None:
         # Refused here with a sentence, and checked again before every delivery (the name may move).
         http_delivery.check(body.webhook_url or "", allow_private=settings.allow_private_webhooks, field="webhook_url")
-    for simple in ("system_prompt", "webhook_url", "embedding_model", "default_model"):
+    for simple in ("system_prompt", "webhook_url", "embedding_model", "default_model", "handoff_check_model"):
         if simple in sent:
             setattr(current, simple, sent[simple])
+    if "web_search" in sent:
+        if body.web_search is not None:  # checked again before every search (the name may move)
+            web_fetch.check(body.web_search.url, allow_private=settings.allow_private_webhooks, field="web_search.url")
+        current.web_search = body.web_search
+    if "pinned_tools" in sent:
+        pinned = body.pinned_tools or []
+        unknown = sorted(set(pinned) - {t.name for t in toolbox.catalog(project, store)})
+        if unknown:
+            raise Invalid(f"pinned_tools names tools that do not exist: {', '.join(unknown)}.", field="pinned_tools")
+        current.pinned_tools = list(dict.fromkeys(pinned))
     if "handoff_autodetect" in sent and body.handoff_autodetect is not None:
         current.handoff_autodetect = body.handoff_autodetect
     if "context" in sent:
@@ -214,6 +238,15 @@ def patch_project_settings(
         current.guardrails = body.guardrails or GuardrailSettings()
     if current.default_model:
         resolver_for(current.providers, settings)(current.default_model)
+    if current.handoff_check_model:
+        try:
+            resolver_for(current.providers, settings)(current.handoff_check_model)
+        except Invalid as e:
+            raise Invalid(f"handoff_check_model: {e.detail}", field="handoff_check_model") from e
+    if "embedding_model" in sent and current.embedding_model:
+        from oberik.adapters.embeddings import check_embedding_model
+
+        check_embedding_model(current)  # an unknown provider or model: 400 with what to change
     store.save_project_settings(project.id, current)
     forget_project(project.id)
     return _public(current, settings)

@@ -140,6 +140,7 @@ class Waiting(BaseModel):
     tool_calls: list[dict[str, Any]]
     approvals: list[dict[str, Any]]
     questions: list[dict[str, Any]]
+    handoff: dict[str, Any] | None = None  # a blocking browser hand-off: answer with handoff_done: true
 
 
 class ActiveRun(BaseModel):
@@ -175,6 +176,7 @@ def active_run(session_id: str, caller: CallerDep, store: StoreDep, orchestrator
                 tool_calls=p.get("tool_calls", []),
                 approvals=p.get("approvals", []),
                 questions=p.get("questions", []),
+                handoff=p.get("handoff"),
             )
             return ActiveRun(run_id=None, last_event_id=None, status="idle", waiting=waiting)
     if session.last_run:
