@@ -200,13 +200,16 @@ def test_an_unattended_turn_is_told_the_page_is_gated_and_nothing_waits(desk: De
     assert response_for is not None
 
 
-def test_a_deployment_whose_pages_live_in_the_browser_lambda_says_hand_offs_are_not_there_yet(
+def test_on_the_lambda_backend_the_tool_looks_for_the_page_in_the_browser_host(
     desk: Desk, monkeypatch: pytest.MonkeyPatch
 ):
+    """A page in this process's pool is not the deployment's page when pages live in the browser Lambda: the tool
+    asks the host (through the table), finds none serving this conversation, and says so instead of arming."""
     from oberik.settings import get_settings
 
+    desk.open("/widget")
     monkeypatch.setenv("OBERIK_BROWSER_BACKEND", "lambda")
     get_settings.cache_clear()
     done = desk.hand_off(reason="pass the captcha")
     assert done["handoff"] is None and done["requires_action"] is False
-    assert "browser Lambda" in json.loads(tool_messages(desk.provider.requests[-1])["hand1"])["error"]
+    assert "no browser page is open" in json.loads(tool_messages(desk.provider.requests[-1])["hand1"])["error"]

@@ -103,6 +103,10 @@ class Settings(BaseSettings):
     browser_max_age_seconds: float = 3600.0
     browser_max_pages: int = 8
     browser_function_name: str = ""
+    # A hand-off watched on the lambda backend: the host writes at most this many screencast frames a second into
+    # the table (each frame is one write of its size, about 10-60 KB), keeping only the newest few.
+    browser_handoff_fps: float = 6.0
+    browser_handoff_frames_kept: int = 4
 
     @model_validator(mode="after")
     def _default_to_the_configured_provider(self) -> Settings:

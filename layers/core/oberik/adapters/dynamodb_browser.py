@@ -4,6 +4,10 @@ A command is an item the caller writes and the host deletes when it writes the a
 answered command is never run twice). The `HOST` item is a lease with a heartbeat: a caller that finds it
 missing or stale takes it for a host it is about to start (`starting`), so two callers never start two hosts,
 and the host it starts takes it over. Commands and answers expire on their own after an hour (TTL).
+
+While a hand-off is watched, the host also writes the page's screencast here: `CAST#<slot>` items, a ring of
+the newest few frames (see `browser_cast_put`), which the stream route reads the way the chat stream reads a
+run's frame log: a poll, or a wake-up when the writer is in the same process.
 """
 
 from __future__ import annotations
@@ -16,6 +20,14 @@ from oberik.adapters import keys
 
 MAILBOX_TTL_SECONDS = 3600
 STARTING = "starting"
+# A hand-off's screencast frames are only worth anything for a few seconds; the ring is cleared by TTL.
+CAST_TTL_SECONDS = 120
+CAST_PART = "CAST#"
+
+
+def cast_channel(session_id: str) -> str:
+    """The in-process wake-up channel (engine.notify) of a conversation's screencast ring."""
+    return f"browser-cast#{session_id}"
 
 
 class BrowserMailboxStore:
@@ -158,3 +170,45 @@ class BrowserMailboxStore:
             TableName=self.table,  # type: ignore[attr-defined]
             Key=serialize(keys.browser_key(session_id, "STATE")),
         )
+
+    # --- a hand-off's screencast: a small ring of the newest frames ---------------------------------------
+
+    def browser_cast_put(
+        self, session_id: str, seq: int, frame: dict[str, Any], *, keep: int, ttl_seconds: int = CAST_TTL_SECONDS
+    ) -> bool:
+        """Write frame `seq` into ring slot `seq % keep`, unless the slot already holds a later frame (a slow or
+        retried writer never puts an old picture over a new one). The ring keeps the newest `keep` frames with
+        one write each and no deletes; the TTL clears what a stopped screencast leaves behind."""
+        from oberik.adapters.dynamodb import _values, serialize
+        from oberik.engine import notify
+
+        now = time.time()
+        item = {
+            **keys.browser_key(session_id, f"{CAST_PART}{seq % max(1, keep)}"),
+            "seq": seq,
+            "frame": json.dumps(frame, separators=(",", ":")),
+            "at": now,
+            "expires_at": int(now) + ttl_seconds,
+        }
+        written = self._applied(  # type: ignore[attr-defined]
+            lambda: self.db.put_item(  # type: ignore[attr-defined]
+                TableName=self.table,  # type: ignore[attr-defined]
+                Item=serialize(item),
+                ConditionExpression="attribute_not_exists(pk) OR seq < :seq",
+                ExpressionAttributeValues=_values({":seq": seq}),
+            )
+        )
+        if written:  # a reader in this process need not wait for its next poll
+            notify.notify(cast_channel(session_id))
+        return written
+
+    def browser_cast_latest(self, session_id: str) -> dict[str, Any] | None:
+        """The newest frame in the ring: `{seq, at, ...frame}`, or None when nothing was cast lately."""
+        pk = keys.browser_key(session_id, "")["pk"]
+        best: dict[str, Any] | None = None
+        for item in self._query(pk, f"BROWSER#{CAST_PART}"):  # type: ignore[attr-defined]
+            if best is None or int(item["seq"]) > int(best["seq"]):
+                best = item
+        if best is None or int(best.get("expires_at", 0)) < time.time():
+            return None
+        return {**json.loads(best["frame"]), "seq": int(best["seq"]), "at": float(best["at"])}

@@ -178,7 +178,7 @@ WIKI_PAGE_PREFIX = "PAGE#"
 def browser_key(session_id: str, part: str) -> dict[str, str]:
     """The browser mailbox of a conversation, beside its messages (deleting the conversation deletes its
     saved cookies too): `HOST` (who hosts the page), `STATE` (a page saved for the next host),
-    `CMD#<id>` (commands waiting) and `RES#<id>` (their answers)."""
+    `CMD#<id>` (commands waiting), `RES#<id>` (their answers) and `CAST#<slot>` (a hand-off's newest frames)."""
     return {"pk": f"SESSION#{session_id}", "sk": f"BROWSER#{part}"}
 
 

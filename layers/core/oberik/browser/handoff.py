@@ -5,8 +5,10 @@ hand-off stops the turn (the step puts it in `turn.pending["handoff"]`; `handoff
 open one lets the agent carry on. The routes (`api/routes/browser.py`) stream the page with CDP's screencast,
 relay a person's pointer and keys with CDP input events, and ask whether the person has finished.
 
-Everything that touches the page runs on the browser pool's loop (`pool.submit`); nothing here imports
-Playwright at module level, so the family can be registered where no browser is installed.
+Everything that touches the page is an operation of `oberik.browser.handoff_ops`: on the local pool's loop, or as a
+command to the browser Lambda through the table when the deployment keeps its pages there (the stream then reads
+the frames that host writes into the table). Nothing here imports Playwright at module level, so the family can be
+registered where no browser is installed.
 """
 
 from __future__ import annotations
@@ -188,24 +190,12 @@ def autodetect_on(project: Any) -> bool:
     return bool(get_settings().enable_handoff_autodetect and (project is None or project.settings.handoff_autodetect))
 
 
-class NotHere(Conflict):
-    """This deployment keeps its pages elsewhere (the browser Lambda), where hand-offs do not reach yet."""
+def _pages() -> Any:
+    """The conversation pages of this deployment: the local pool, or the browser Lambda through the mailbox
+    (`oberik.browser.handoff_ops`)."""
+    from oberik.browser.handoff_ops import pages
 
-    def __init__(self) -> None:
-        super().__init__(
-            "Browser hand-offs need the page in this process (browser_backend 'local'); this deployment keeps "
-            "its pages in the browser Lambda, which cannot stream or relay input yet.",
-            code="handoff_unavailable",
-        )
-
-
-def _pool() -> Any:
-    from oberik.browser.local import get_pool
-    from oberik.settings import get_settings
-
-    if get_settings().browser_backend != "local":
-        raise NotHere()
-    return get_pool()
+    return pages()
 
 
 class HandoffFamily:
@@ -225,16 +215,11 @@ class HandoffFamily:
     def _start(ctx: ToolContext) -> ToolOutcome:
         turn, store = ctx.turn, ctx.store
         sid = turn.session_id
-        try:
-            pool = _pool()
-        except NotHere as e:
-            return _error(e.detail)
+        pages = _pages()
         selector = ctx.args.get("selector") if isinstance(ctx.args.get("selector"), str) else None
-        has_page = pool.has_page(sid)
+        has_page = pages.has_page(sid)
         if turn.plan.unattended:  # nobody to hand it to: say so, and what is in the way
-            view = (
-                pool.submit(sid, lambda page: look(page, None), open_if_missing=False, timeout=20) if has_page else {}
-            )
+            view = pages.run(sid, "handoff_look", {"selector": None}) if has_page else {}
             challenge = view.get("challenge")
             what = f"a bot check: {challenge['reason']}" if challenge else "only a person can get past it"
             return ToolOutcome(rules.UNATTENDED.format(url=view.get("url") or "the current address", what=what))
@@ -242,7 +227,7 @@ class HandoffFamily:
             return _error(
                 "no browser page is open in this conversation: open it with browser_goto first, then hand it over"
             )
-        view = pool.submit(sid, lambda page: look(page, selector or None), open_if_missing=False, timeout=20)
+        view = pages.run(sid, "handoff_look", {"selector": selector or None})
         project = store.get_project(turn.project_id)
         try:
             ask = rules.parse_ask(ctx.args, autodetect=autodetect_on(project))
@@ -300,7 +285,7 @@ def current(store: Any, session_id: str) -> dict[str, Any]:
             "hand-off with browser_handoff.",
             code="no_handoff",
         )
-    if not _pool().has_page(session_id):
+    if not _pages().has_page(session_id):
         raise Conflict(
             "The agent's browser page for this conversation is closed (pages close after a while unused), so there "
             "is nothing to show; the agent opens it again with browser_goto.",
@@ -319,20 +304,32 @@ def note_challenge(store: Any, h: dict[str, Any], view: dict[str, Any]) -> None:
 def still_frame(store: Any, session_id: str, selector: str | None) -> dict[str, Any]:
     h = current(store, session_id)
     sel = selector if selector is not None else h.get("selector")
-
-    async def shoot(page: Page) -> dict[str, Any]:
-        view = await look(page, sel)
-        raw = await page.screenshot(type="jpeg", quality=JPEG_QUALITY)
-        w, hgt = jpeg_size(raw)
-        return view | {"image": base64.b64encode(raw).decode(), "format": "jpeg", "width": w, "height": hgt}
-
-    pool = _pool()
-    out = pool.submit(session_id, shoot, open_if_missing=False, timeout=20)
-    pool.touch(session_id)
+    pages = _pages()
+    out = cast_still(store, session_id, sel) if pages.kind == "mailbox" else None
+    if out is None:
+        out = pages.run(session_id, "handoff_still", {"selector": sel})
+    pages.touch(session_id)
     note_challenge(store, h, out)
     out.pop("challenge", None)
     out.pop("bad_selector", None)
     return {**out, "handoff_id": h["id"], "scale": out["width"] / max(1, out["viewport"]["width"])}
+
+
+# A frame the host cast this recently is as good as a fresh still (and costs no command).
+STILL_FRESH_SECONDS = 2.0
+
+
+def cast_still(store: Any, session_id: str, selector: str | None) -> dict[str, Any] | None:
+    """The newest screencast frame the host wrote into the table, as a still, when one is fresh and cropped for
+    the same selector; None otherwise (the caller then asks the host for a still)."""
+    item = store.browser_cast_latest(session_id)
+    if item is None or time.time() - item["at"] > STILL_FRESH_SECONDS or item.get("selector") != selector:
+        return None
+    raw = base64.b64decode(item["image"])
+    w, hgt = jpeg_size(raw)
+    view = dict(item["view"])
+    view["challenge"] = view.get("challenge") or None
+    return view | {"image": item["image"], "format": "jpeg", "width": w, "height": hgt}
 
 
 # Mouse buttons as CDP names them, and the bit each sets in `buttons`.
@@ -348,29 +345,9 @@ def relay_input(store: Any, session_id: str, body: Any) -> dict[str, Any]:
             code="handoff_read_only",
         )
 
-    async def play(slot: Any) -> dict[str, Any]:
-        page = slot.page
-        vp = page.viewport_size or DEFAULT_VIEWPORT
-        ev = rules.parse_input(body, {"width": float(vp["width"]), "height": float(vp["height"])})
-        cdp = slot.extras.get("handoff_cdp")
-        if cdp is None:
-            cdp = slot.extras["handoff_cdp"] = await slot.context.new_cdp_session(page)
-        await _dispatch(cdp, slot.extras, ev, page)
-        out: dict[str, Any] = {"ok": True, "type": ev.type}
-        if ev.origin is not None:
-            out["origin"] = body.get("origin")
-            out["at"] = {"x": ev.x, "y": ev.y}
-        try:
-            out["focused"] = bool((await page.evaluate(_LOOK_JS, None))["focused"])
-        except Exception:
-            out["focused"] = False
-        if ev.want_frame:
-            out["frame"] = {"image": await _shot(page), "format": "jpeg"}
-        return out
-
-    pool = _pool()
-    answer = pool.submit_slot(session_id, play, open_if_missing=False, timeout=30)
-    pool.touch(session_id)
+    pages = _pages()
+    answer = pages.run(session_id, "handoff_input", {"body": body}, timeout=30)
+    pages.touch(session_id)
     return dict(answer)
 
 
@@ -431,10 +408,10 @@ def check(store: Any, project: Any, session_id: str, *, now: float | None = None
     if refused is not None:
         return refused.as_dict()
     assert h is not None
-    pool = _pool()
-    if not pool.has_page(session_id):
+    pages = _pages()
+    if not pages.has_page(session_id):
         return rules.not_checked("nothing_to_check").as_dict()
-    view = pool.submit(session_id, lambda page: look(page, h.get("selector")), open_if_missing=False, timeout=20)
+    view = pages.run(session_id, "handoff_look", {"selector": h.get("selector")})
     note_challenge(store, h, view)
     verdict = rules.page_verdict(
         challenge_now=bool(view.get("challenge")),
@@ -453,7 +430,7 @@ def check(store: Any, project: Any, session_id: str, *, now: float | None = None
     if used is None:  # another check got there first, or this hand-off changed meanwhile
         again = rules.gate_check(store.active_handoff(session_id), autodetect=True, now=now, model=True)
         return (again or rules.not_checked("too_soon")).as_dict()
-    image = pool.submit(session_id, lambda page: _shot(page, view["clip"]), open_if_missing=False, timeout=20)
+    image = pages.run(session_id, "handoff_shot", {"clip": view["clip"]})["image"]
     return rules.answer_for(ask_checker(project, h["reason"], image), used).as_dict()
 
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from oberik.adapters.dynamodb_browser import STARTING
 from oberik.browser import guard
+from oberik.browser import handoff_ops as _handoff_ops  # noqa: F401 - registers the hand-off's operations
 from oberik.browser.actions import perform
 from oberik.browser.egress_proxy import EgressProxy
 from oberik.browser.local import DEFAULT_VIEWPORT, Reaped, _minutes, _reap_sentence
@@ -123,6 +124,13 @@ class PageHost:
             viewport=viewport,  # type: ignore[arg-type]
             storage_state=saved.get("storage_state"),
         )
+        # The page's state for the operations; the hand-off's screencast also writes its frames to the table.
+        state: dict[str, Any] = {
+            "allow_private": self.allow_private,
+            "proxy_refused": self.refused,
+            "store": store,
+            "session_id": sid,
+        }
         try:
             await guard.install(context, allow_private=self.allow_private)
             page = await context.new_page()
@@ -133,7 +141,6 @@ class PageHost:
                 except Exception:
                     notice = f"The browser page was moved to a fresh host and {url} did not load again; go to it again."
             opened_at = float(saved.get("opened_at") or self.clock())
-            state: dict[str, Any] = {"allow_private": self.allow_private, "proxy_refused": self.refused}
             last_used = self.clock()
             last_beat = self.clock()
             while True:
@@ -197,6 +204,10 @@ class PageHost:
                     quiet = self.clock() - last_used
                     await asyncio.sleep(lim.poll_seconds if quiet < 5 else max(lim.poll_seconds, 0.5))
         finally:
+            cast = state.get("handoff_cast")
+            if cast is not None:  # a hand-off was being watched: stop writing its frames
+                with contextlib.suppress(Exception):
+                    await cast.stop()
             with contextlib.suppress(Exception):
                 await context.close()
 

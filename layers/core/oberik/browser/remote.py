@@ -97,3 +97,18 @@ class MailboxBrowser:
     def is_open(self, session_id: str) -> bool:
         host = self.store.browser_host(session_id)
         return self._live(host) and host is not None and host["host_id"] != STARTING
+
+
+_default: MailboxBrowser | None = None
+
+
+def default_mailbox() -> MailboxBrowser:
+    """The mailbox adapter the tools and the hand-off use (a fresh one on the deployment's table unless set)."""
+    return _default or MailboxBrowser()
+
+
+def set_default_mailbox(browser: MailboxBrowser | None) -> MailboxBrowser | None:
+    """Use `browser` for every caller in this process (tests start hosts in threads); returns the one replaced."""
+    global _default
+    old, _default = _default, browser
+    return old

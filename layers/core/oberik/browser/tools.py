@@ -131,9 +131,9 @@ def browser() -> Browser:
     from oberik.settings import get_settings
 
     if get_settings().browser_backend == "lambda":
-        from oberik.browser.remote import MailboxBrowser
+        from oberik.browser.remote import default_mailbox
 
-        return MailboxBrowser()
+        return default_mailbox()
     from oberik.browser.local import LocalBrowser
 
     return LocalBrowser()
