@@ -451,3 +451,21 @@ def test_one_projects_deliveries_are_not_anothers(
         ]
         == []
     )
+
+
+@pytest.mark.parametrize("name", ["cancel_order", "browser_goto", "current_time"])
+def test_a_declared_tool_may_not_shadow_a_tool_the_platform_runs(
+    api: Api, scripted_project: Project, provider: ScriptedProvider, name: str
+):
+    # Given a project with a webhook tool, and the platform's own tools
+    create_tool(api, scripted_project, "http://127.0.0.1:9/a", name="cancel_order")
+    declared = [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}]
+
+    # When a request declares a client tool or a UI component by one of their names
+    for field in ("client_tools", "ui_tools"):
+        r = api.chat(api.token(scripted_project, "ana"), message="hi", **{field: declared})
+
+        # Then it is refused before anything runs: which of the two would a call to that name reach?
+        assert r.status_code == 400, r.text
+        assert name in r.json()["detail"] and field in r.json()["detail"]
+    assert provider.requests == []

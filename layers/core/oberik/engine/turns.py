@@ -122,8 +122,9 @@ class TurnStarter:
                 "This token may not have conversations named for it: it lacks the auto_title capability. "
                 "Set title yourself, or mint a token that carries auto_title."
             )
-        client = pauses.parse_declared(req.client_tools, "client_tools", reserved=set(BY_NAME))
-        pauses.parse_declared(req.ui_tools, "ui_tools", reserved=set(BY_NAME) | {t.name for t in client})
+        platform_names = {t.name for t in catalog}  # a declared tool may not shadow one the platform runs
+        client = pauses.parse_declared(req.client_tools, "client_tools", reserved=platform_names)
+        pauses.parse_declared(req.ui_tools, "ui_tools", reserved=platform_names | {t.name for t in client})
         toolset = resolve_toolset(
             gate_for(project, claims, flags=req.flags(), request_allowed=req.allowed_tools), catalog
         )
@@ -433,8 +434,9 @@ class Resumer:
         )
         plan = turn.plan
         if req.client_tools:
-            client = pauses.parse_declared(req.client_tools, "client_tools", reserved=set(BY_NAME))
-            pauses.parse_declared(plan.ui_tools, "ui_tools", reserved=set(BY_NAME) | {t.name for t in client})
+            platform_names = set(BY_NAME) | set(plan.dynamic_tools)
+            client = pauses.parse_declared(req.client_tools, "client_tools", reserved=platform_names)
+            pauses.parse_declared(plan.ui_tools, "ui_tools", reserved=platform_names | {t.name for t in client})
             plan = plan.model_copy(update={"client_tools": req.client_tools})
         now = time.time()
         run_id = new_id("r")
