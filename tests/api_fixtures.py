@@ -84,6 +84,18 @@ def api(aws: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
 
 
 @pytest.fixture
+def allow_private(api: Api, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Let the platform reach servers on loopback (what only tests and `oberik dev` do): webhook receivers,
+    tools a test hosts, push services, pages."""
+    from oberik.settings import get_settings
+
+    monkeypatch.setenv("OBERIK_ALLOW_PRIVATE_WEBHOOKS", "1")
+    get_settings.cache_clear()
+    yield
+    get_settings.cache_clear()
+
+
+@pytest.fixture
 def project(api: Api) -> Project:
     return api.create_project()
 

@@ -7,13 +7,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from oberik.engine import deliveries
-from oberik.settings import get_settings
+from tests.loopback import listening, reply
 
 
 @dataclass
@@ -73,50 +73,24 @@ def eventually(check: Callable[[], Any], timeout: float = 15.0, what: str = "the
         time.sleep(0.05)
 
 
-def _serve(receiver: Receiver) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            with receiver.lock:
-                receiver.requests.append(Received(dict(self.headers.items()), raw, time.monotonic(), self.path))
-            answer = receiver.next_answer()
-            if answer.sleep:
-                time.sleep(answer.sleep)
-            try:
-                self.send_response(answer.status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
-            except OSError:
-                pass  # the sender gave up waiting
+def _answer(receiver: Receiver) -> Callable[[BaseHTTPRequestHandler, bytes], None]:
+    def on_post(handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        with receiver.lock:
+            receiver.requests.append(Received(dict(handler.headers.items()), raw, time.monotonic(), handler.path))
+        answer = receiver.next_answer()
+        if answer.sleep:
+            time.sleep(answer.sleep)
+        reply(handler, answer.status, b"ok")
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return on_post
 
 
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     found = Receiver()
-    server = _serve(found)
-    found.url = f"http://127.0.0.1:{server.server_address[1]}/hooks/oberik"
-    yield found
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def allow_private(api: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Let webhooks reach the loopback receiver (what only tests and `oberik dev` do)."""
-    monkeypatch.setenv("OBERIK_ALLOW_PRIVATE_WEBHOOKS", "1")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+    with listening(_answer(found)) as base:
+        found.url = f"{base}/hooks/oberik"
+        yield found
 
 
 @pytest.fixture

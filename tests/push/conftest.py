@@ -9,9 +9,9 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import http_ece
@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from oberik.settings import get_settings
 from tests.api_fixtures import Api, Project
 from tests.deliveries.conftest import eventually
+from tests.loopback import listening, reply
 
 
 def b64url(raw: bytes) -> str:
@@ -75,15 +76,6 @@ def vapid(api: Api, monkeypatch: pytest.MonkeyPatch) -> Iterator[VapidPair]:
     pair = new_vapid_pair()
     use_vapid(monkeypatch, pair)
     yield pair
-    get_settings.cache_clear()
-
-
-@pytest.fixture
-def allow_private(api: Api, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Let pushes (and webhooks) reach the push service on loopback, as only tests and `oberik dev` do."""
-    monkeypatch.setenv("OBERIK_ALLOW_PRIVATE_WEBHOOKS", "1")
-    get_settings.cache_clear()
-    yield
     get_settings.cache_clear()
 
 
@@ -190,47 +182,33 @@ class PushService:
         return Push(browser.name, headers, raw, time.monotonic(), plaintext, claims, vapid_key, problem)
 
 
-def _serve(service: PushService) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            token = self.path.rsplit("/", 1)[-1]
-            browser = service.browsers.get(token)
-            if browser is None:
-                self.send_response(404)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
-            got = service._open(browser, dict(self.headers.items()), raw)
-            with service.lock:
-                service.received.append(got)
-            answer = service._next(browser.name)
-            self.send_response(answer.status)
-            if answer.retry_after is not None:
-                self.send_header("Retry-After", answer.retry_after)
-            if answer.status == 201:
-                self.send_header("Location", f"{service.url}/wpush/message/{os.urandom(4).hex()}")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
+def _answer(service: PushService) -> Callable[[BaseHTTPRequestHandler, bytes], None]:
+    def on_post(handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        token = handler.path.rsplit("/", 1)[-1]
+        browser = service.browsers.get(token)
+        if browser is None:
+            reply(handler, 404)
+            return
+        got = service._open(browser, dict(handler.headers.items()), raw)
+        with service.lock:
+            service.received.append(got)
+        answer = service._next(browser.name)
+        headers = {}
+        if answer.retry_after is not None:
+            headers["Retry-After"] = answer.retry_after
+        if answer.status == 201:
+            headers["Location"] = f"{service.url}/wpush/message/{os.urandom(4).hex()}"
+        reply(handler, answer.status, b"", headers)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return on_post
 
 
 @pytest.fixture
 def push_service() -> Iterator[PushService]:
     service = PushService()
-    server = _serve(service)
-    service.url = f"http://127.0.0.1:{server.server_address[1]}"
-    yield service
-    server.shutdown()
-    server.server_close()
+    with listening(_answer(service)) as base:
+        service.url = base
+        yield service
 
 
 # --- helpers ---------------------------------------------------------------------------------------------

@@ -9,11 +9,11 @@ import pytest
 
 from oberik.local.stack import LocalStack
 from tests.api_fixtures import Api, Project
-from tests.deliveries.conftest import allow_private, quick, receiver
+from tests.deliveries.conftest import quick, receiver
 from tests.deliveries.test_node_verifier import node_receiver
 
 # Fixtures of the deliveries tests, used here by name.
-__all__ = ["allow_private", "node_receiver", "quick", "receiver"]
+__all__ = ["node_receiver", "quick", "receiver"]
 
 
 def later(minutes: float = 60, tz: str | None = None) -> str:

@@ -9,16 +9,16 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
-from oberik.settings import get_settings
 from tests.api_fixtures import Api, Project
 from tests.deliveries.conftest import quick, receiver  # noqa: F401 - the turn.stopped receiver, short waits
+from tests.loopback import listening, reply
 
 
 @dataclass
@@ -64,52 +64,25 @@ class Endpoint:
             return self.answers.pop(0) if self.answers else self.default
 
 
-def _serve(endpoint: Endpoint) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            with endpoint.lock:
-                endpoint.calls.append(Call(dict(self.headers.items()), raw, self.path))
-            answer = endpoint.next_answer()
-            if answer.sleep:
-                time.sleep(answer.sleep)
-            payload = answer.body.encode() if isinstance(answer.body, str) else answer.body
-            try:
-                self.send_response(answer.status)
-                self.send_header("Content-Type", answer.content_type)
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-            except OSError:
-                pass  # the platform gave up waiting
+def _answer(endpoint: Endpoint) -> Callable[[BaseHTTPRequestHandler, bytes], None]:
+    def on_post(handler: BaseHTTPRequestHandler, raw: bytes) -> None:
+        with endpoint.lock:
+            endpoint.calls.append(Call(dict(handler.headers.items()), raw, handler.path))
+        answer = endpoint.next_answer()
+        if answer.sleep:
+            time.sleep(answer.sleep)
+        payload = answer.body.encode() if isinstance(answer.body, str) else answer.body
+        reply(handler, answer.status, payload, {"Content-Type": answer.content_type})
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.block_on_close = False
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return on_post
 
 
 @pytest.fixture
 def endpoint() -> Iterator[Endpoint]:
     found = Endpoint()
-    server = _serve(found)
-    found.url = f"http://127.0.0.1:{server.server_address[1]}/agent/orders"
-    yield found
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def allow_private(api: Api, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Let the platform reach the loopback endpoint."""
-    monkeypatch.setenv("OBERIK_ALLOW_PRIVATE_WEBHOOKS", "1")
-    get_settings.cache_clear()
-    yield
-    get_settings.cache_clear()
+    with listening(_answer(found)) as base:
+        found.url = f"{base}/agent/orders"
+        yield found
 
 
 def closed_port_url() -> str:
