@@ -251,25 +251,32 @@ class Rig:
 
 
 def frame_lags(result: StreamResult, emitted: list[tuple[str, float]]) -> list[float]:
-    """Arrival minus provider emit time of the last chunk each token frame contains.
+    """Arrival minus provider emit time of the chunk holding each token frame's last character.
 
-    Frames hold whole chunks (the writer joins deltas, never splits them), so each frame's end falls on a chunk's
-    end; a frame that does not (it would have to hold part of a chunk) is left out rather than guessed at.
+    A frame usually ends where a chunk ends, but not always: trailing white space is held back until the next
+    chunk shows whether a citation marker follows, so a frame may end inside the chunk that brought it.
     """
-    end_at: dict[int, float] = {}
+    import bisect
+
+    starts: list[int] = []
+    times: list[float] = []
     position = 0
     for text, at in emitted:
+        starts.append(position)
+        times.append(at)
         position += len(text)
-        end_at[position] = at
     lags: list[float] = []
     position = 0
     for frame in result.frames:
         if frame.event != "token":
             continue
-        position += len(str(frame.data.get("delta", "")))
-        emit = end_at.get(position)
-        if emit is not None:
-            lags.append(frame.at - emit)
+        delta = str(frame.data.get("delta", ""))
+        if not delta:
+            continue
+        position += len(delta)
+        index = bisect.bisect_right(starts, position - 1) - 1
+        if 0 <= index < len(times):
+            lags.append(frame.at - times[index])
     return lags
 
 

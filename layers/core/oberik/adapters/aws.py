@@ -16,6 +16,27 @@ _clients: dict[tuple[str, str, str | None], Any] = {}
 _session: boto3.session.Session | None = None
 
 
+# (event name, handler) pairs every client gets: botocore event hooks a process adds to its own calls (the local
+# stack wakes its queue pollers on SendMessage this way).
+_hooks: list[tuple[str, Any]] = []
+
+
+def register_hook(event: str, handler: Any) -> None:
+    """Have every client of this process, present and future, call `handler` on botocore event `event`."""
+    with _lock:
+        _hooks.append((event, handler))
+        for existing in _clients.values():
+            existing.meta.events.register(event, handler)
+
+
+def unregister_hook(event: str, handler: Any) -> None:
+    with _lock:
+        if (event, handler) in _hooks:
+            _hooks.remove((event, handler))
+        for existing in _clients.values():
+            existing.meta.events.unregister(event, handler)
+
+
 def client(service: str, settings: Settings | None = None) -> Any:
     s = settings or get_settings()
     key = (service, s.region, s.endpoint_url)
@@ -31,6 +52,8 @@ def client(service: str, settings: Settings | None = None) -> Any:
                 endpoint_url=s.endpoint_url,
                 config=Config(retries={"max_attempts": 4, "mode": "standard"}, max_pool_connections=50),
             )
+            for event, handler in _hooks:
+                found.meta.events.register(event, handler)
             _clients[key] = found
         return found
 

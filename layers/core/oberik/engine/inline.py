@@ -22,8 +22,8 @@ from typing import Any
 from oberik.domain.models import Message, Run, Turn
 from oberik.observability import logger
 
-LEASE_SECONDS = 15.0
-HEARTBEAT_SECONDS = 4.0
+LEASE_SECONDS = 30.0
+HEARTBEAT_SECONDS = 5.0
 
 _running: dict[str, threading.Event] = {}  # run id -> set when this process's inline step is over
 _lock = threading.Lock()

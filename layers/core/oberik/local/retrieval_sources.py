@@ -107,7 +107,9 @@ def matches_pattern(pattern: Any, value: Any) -> bool:
 class StreamPoller:
     """One DynamoDB stream event source, run in a thread."""
 
-    idle_seconds = 0.1
+    # History indexing is asynchronous anyway; every poll reads the table's whole change stream (frames included)
+    # over HTTP, so polling often costs the local stack real CPU. Tests call drain() instead of waiting.
+    idle_seconds = 0.5
 
     def __init__(
         self, streams: Any, stream_arn: str, handler: Any, *, batch_size: int, patterns: list[Any], name: str
