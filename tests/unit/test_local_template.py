@@ -302,3 +302,21 @@ def test_real_state_machine_substitutions_cover_its_definition(real_template: Te
     assert placeholders == set(machine["substitutions"])
     assert set(machine["substitutions"].values()) <= set(functions(real_template))
     assert machine["other_substitutions"] == {}
+
+
+def test_the_local_stream_keeps_only_what_an_event_source_reads() -> None:
+    # Given the template's history function, which reads message inserts from the table's stream
+    from oberik.local.retrieval_sources import stream_admits
+    from oberik.local.template import load_template
+
+    admits = stream_admits(load_template(Path(__file__).resolve().parents[2] / "template.yaml"))
+    assert admits is not None
+
+    # Then a new message is kept, while frames, turns and changes to a message are not recorded at all
+    def keys(pk: str, sk: str) -> dict:
+        return {"pk": {"S": pk}, "sk": {"S": sk}}
+
+    assert admits("INSERT", keys("SESSION#s_1", "MSG#00000001"))
+    assert not admits("MODIFY", keys("SESSION#s_1", "MSG#00000001"))
+    assert not admits("INSERT", keys("RUN#r_1", "F#0000000001"))
+    assert not admits("INSERT", keys("TURN#t_1", "TURN"))

@@ -217,3 +217,38 @@ def tolerate_early_stop() -> None:
 
         ExecutionWorker.stop = stop  # type: ignore[method-assign]
         _stop_patched = True
+
+
+_stream_filter: list[Any] = []
+
+
+def trim_table_stream(admits: Callable[[str, dict[str, Any]], bool] | None) -> None:
+    """Keep in moto's table streams only the changes an event source of the template would read.
+
+    moto turns every write into a stream record, serialising the old and new item (a frame, a turn) and keeping it
+    for the life of the process; with a stream on the one table that is most of the local stack's CPU and memory.
+    Lambda filters events after the stream, so dropping the others before they are recorded changes nothing any
+    handler sees. None: keep everything. Idempotent; the latest predicate applies.
+    """
+    from moto.dynamodb.models.table import StreamShard
+
+    with _lock:
+        _stream_filter[:] = [admits] if admits is not None else []
+        if getattr(StreamShard.add, "_oberik_trimmed", False):
+            return
+        original = StreamShard.add
+
+        def add(self: Any, old: Any, new: Any) -> Any:
+            predicate = _stream_filter[0] if _stream_filter else None
+            if predicate is not None:
+                item = old if old is not None else new
+                keys = {self.table.hash_key_attr: item.hash_key.to_json()}
+                if self.table.range_key_attr is not None:
+                    keys[self.table.range_key_attr] = item.range_key.to_json()
+                event = "INSERT" if old is None else ("REMOVE" if new is None else "MODIFY")
+                if not predicate(event, keys):
+                    return None
+            return original(self, old, new)
+
+        add._oberik_trimmed = True  # type: ignore[attr-defined]
+        StreamShard.add = add  # type: ignore[method-assign]

@@ -210,3 +210,25 @@ def start_stream_pollers(
         poller.start()
         started.append(poller)
     return started
+
+
+def stream_admits(template: dict[str, Any]) -> Any:
+    """A predicate over (event name, key attributes) saying whether any stream event source of the template would
+    take a change; None when one takes everything or filters on more than the event name and the keys (then
+    every change must be kept). The local stack uses it so moto keeps only the changes something will read."""
+    patterns: list[Any] = []
+    for source in stream_sources(template):
+        if not source["patterns"]:
+            return None
+        for pattern in source["patterns"]:
+            if set(pattern) - {"eventName", "dynamodb"} or set(pattern.get("dynamodb") or {}) - {"Keys"}:
+                return None
+            patterns.append(pattern)
+    if not patterns:
+        return None
+
+    def admits(event_name: str, keys: dict[str, Any]) -> bool:
+        record = {"eventName": event_name, "dynamodb": {"Keys": keys}}
+        return any(matches_pattern(p, record) for p in patterns)
+
+    return admits

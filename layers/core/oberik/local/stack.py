@@ -426,6 +426,7 @@ class LocalStack:
             )
             self._pollers.append(poller)
             poller.start()
+        lambda_routing.trim_table_stream(retrieval_sources.stream_admits(self.template))
         self._pollers.extend(
             retrieval_sources.start_stream_pollers(
                 self.template,
