@@ -25,7 +25,6 @@ from tests.browser.conftest import Playground
 from tests.push.conftest import (  # noqa: F401  (fixtures)
     PushService,
     VapidPair,
-    allow_private,
     b64url,
     no_vapid,
     point,
