@@ -170,7 +170,47 @@ def _record(message: dict[str, Any], queue_arn: str, region: str) -> dict[str, A
     }
 
 
-class QueuePoller:
+class PollingThread:
+    """A local event source's thread: poll, hand over, and when a poll found nothing wait `idle_seconds` (or until
+    woken). A failing poll is logged and tried again; `stop` finishes the poll in hand first."""
+
+    idle_seconds = 0.5
+
+    def __init__(self, thread_name: str) -> None:
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=thread_name, daemon=True)
+
+    def poll_once(self) -> int:
+        raise NotImplementedError
+
+    def _poked(self, **_: Any) -> None:
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                handled = self.poll_once()
+            except Exception:
+                if self._stop.is_set():
+                    return
+                logger.exception("local event source failed", poller=self._thread.name)
+                handled = 0
+            if not handled:
+                self._wake.wait(self.idle_seconds)
+                self._wake.clear()
+
+
+class QueuePoller(PollingThread):
     """One SQS event source, run in a thread: receive a batch, call the handler, delete what succeeded."""
 
     # Between empty receives. A message sent from this process wakes the poller at once (a botocore hook on
@@ -197,39 +237,18 @@ class QueuePoller:
         self.batch_size = max(1, min(10, batch_size))
         self.report_failures = report_failures
         self.region = region
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"sqs-poller-{name}", daemon=True)
-
-    def _poked(self, **_: Any) -> None:
-        self._wake.set()
+        super().__init__(f"sqs-poller-{name}")
 
     def start(self) -> None:
         aws.register_hook("after-call.sqs.SendMessage", self._poked)
         aws.register_hook("after-call.sqs.SendMessageBatch", self._poked)
-        self._thread.start()
+        super().start()
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop receiving; a batch being handled is finished first (up to `timeout` seconds)."""
         aws.unregister_hook("after-call.sqs.SendMessage", self._poked)
         aws.unregister_hook("after-call.sqs.SendMessageBatch", self._poked)
-        self._stop.set()
-        self._wake.set()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                handled = self.poll_once()
-            except Exception:
-                if self._stop.is_set():
-                    return
-                logger.exception("local queue poller failed", queue=self.queue_url)
-                handled = 0
-            if not handled:
-                self._wake.wait(self.idle_seconds)
-                self._wake.clear()
+        super().stop(timeout)
 
     def poll_once(self) -> int:
         """Receive one batch and hand it to the handler; returns how many messages it received."""

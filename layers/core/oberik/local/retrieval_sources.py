@@ -15,8 +15,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from oberik.local.event_sources import PollingThread
 from oberik.local.template import function_name
-from oberik.observability import logger
 
 _pollers: list[StreamPoller] = []
 _pollers_lock = threading.Lock()
@@ -104,7 +104,7 @@ def matches_pattern(pattern: Any, value: Any) -> bool:
     raise ValueError(f"the local stream poller does not know the filter {pattern!r}")
 
 
-class StreamPoller:
+class StreamPoller(PollingThread):
     """One DynamoDB stream event source, run in a thread."""
 
     # History indexing is asynchronous anyway; every poll reads the table's whole change stream (frames included)
@@ -125,33 +125,18 @@ class StreamPoller:
                 StreamArn=stream_arn, ShardId=shard["ShardId"], ShardIteratorType="LATEST"
             )["ShardIterator"]
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name=f"stream-poller-{name}", daemon=True)
+        super().__init__(f"stream-poller-{name}")
 
     def start(self) -> None:
-        self._thread.start()
+        super().start()
         with _pollers_lock:
             _pollers.append(self)
 
     def stop(self, timeout: float = 30.0) -> None:
-        self._stop.set()
         with _pollers_lock:
             if self in _pollers:
                 _pollers.remove(self)
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join(timeout)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                handled = self.poll_once()
-            except Exception:
-                if self._stop.is_set():
-                    return
-                logger.exception("local stream poller failed", stream=self.stream_arn)
-                handled = 0
-            if not handled:
-                self._stop.wait(self.idle_seconds)
+        super().stop(timeout)
 
     def _admitted(self, record: dict[str, Any]) -> bool:
         return not self.patterns or any(matches_pattern(p, record) for p in self.patterns)
