@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -251,3 +252,28 @@ async def serve_event(
             await browser.close()
             await proxy.stop()
     return {"stopped": stopped, "session_id": session_id, "host_id": host.host_id, "served": host.served}
+
+
+def serve_lambda(event: dict[str, Any], function_name: str, remaining_ms: Callable[[], int]) -> dict[str, Any]:
+    """The browser Lambda's work: serve `event` with this deployment's settings; a host nearly out of time
+    invokes `function_name` again with the saved page, so a fresh host restores it."""
+    from oberik.adapters.aws import client
+    from oberik.adapters.dynamodb import DynamoStore
+    from oberik.settings import get_settings
+
+    s = get_settings()
+
+    def successor(ev: dict[str, Any]) -> None:
+        client("lambda").invoke(FunctionName=function_name, InvocationType="Event", Payload=json.dumps(ev))
+
+    return asyncio.run(
+        serve_event(
+            event,
+            store=DynamoStore(s),
+            remaining_ms=remaining_ms,
+            executable=s.browser_executable,
+            limits=HostLimits(idle_seconds=s.browser_idle_seconds, max_age_seconds=s.browser_max_age_seconds),
+            allow_private=s.allow_private_webhooks,
+            successor=successor,
+        )
+    )
