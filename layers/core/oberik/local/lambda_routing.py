@@ -16,6 +16,7 @@ service is; see the end of this module.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
@@ -170,7 +171,8 @@ _dynamodb_originals: dict[str, Callable[..., Any]] = {}
 
 
 def serialize_dynamodb() -> None:
-    """Run every moto DynamoDB operation under one lock, so conditional writes and transactions are atomic.
+    """Run every moto DynamoDB operation under one lock, so conditional writes and transactions are atomic,
+    and let a transaction set aside only the items it touches (`_transact_write_items`).
 
     Idempotent. Costs nothing measurable at the platform's local scale; real DynamoDB needs no such thing.
     """
@@ -180,7 +182,7 @@ def serialize_dynamodb() -> None:
         for name in _DYNAMODB_OPERATIONS:
             if name in _dynamodb_originals:
                 continue
-            original = getattr(DynamoDBBackend, name)
+            original = _transact_write_items if name == "transact_write_items" else getattr(DynamoDBBackend, name)
             _dynamodb_originals[name] = original
 
             def locked(self: Any, *args: Any, __original: Callable[..., Any] = original, **kwargs: Any) -> Any:
@@ -189,6 +191,242 @@ def serialize_dynamodb() -> None:
 
             locked.__name__ = name
             setattr(DynamoDBBackend, name, locked)
+
+
+def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
+    """moto's TransactWriteItems with the same outcomes, minus its cost: moto deep-copies every table a
+    transaction names before applying it, so rolling back is free but every transaction costs time in
+    proportion to the whole table (60-100 ms under the lock at a few thousand items, which every other
+    DynamoDB call then waits for). Here conditions are all checked first, against the state before the
+    transaction (the items are distinct, so that is what applying them in order would see); nothing is
+    written unless every one holds; and only the touched items are copied, for the rare write that fails
+    part-way.
+    """
+    from moto.dynamodb.exceptions import (
+        ConditionalCheckFailed,
+        MockValidationException,
+        MultipleTransactionsException,
+        TooManyTransactionsException,
+        TransactionCanceledException,
+        TransactWriteSingleOpException,
+    )
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    seen: set[tuple[str, str]] = set()
+    planned: list[tuple[str, dict[str, Any], str, dict[str, Any]]] = []  # (op type, op, table name, key)
+    errors: list[Any] = []
+    for entry in transact_items:
+        if len(entry) > 1:
+            raise TransactWriteSingleOpException
+        op_type, op = next(iter(entry.items()))
+        original_item = None
+        try:
+            if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+                raise ValueError("Unsupported transaction operation")
+            table_name = op["TableName"]
+            if op_type == "Put":
+                table = self.get_table(table_name)
+                key = {table.hash_key_attr: op["Item"][table.hash_key_attr]}
+                if table.range_key_attr is not None:
+                    key[table.range_key_attr] = op["Item"][table.range_key_attr]
+            else:
+                key = op["Key"]
+            marker = (str(table_name), str(dict(sorted(key.items()))))
+            if marker in seen:
+                raise MultipleTransactionsException()
+            seen.add(marker)
+            current = self.get_item(table_name, key)
+            condition = op.get("ConditionExpression")
+            if condition is not None:
+                check = _filter_expression(
+                    condition, op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+                )
+                if not check.expr(current):
+                    if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+                        original_item = current.to_json()["Attributes"]
+                    raise ConditionalCheckFailed(item=original_item)
+            planned.append((op_type, op, table_name, key))
+            errors.append((None, None, None))
+        except (MultipleTransactionsException, MockValidationException):
+            raise
+        except ConditionalCheckFailed as e:
+            errors.append(("ConditionalCheckFailed", str(e.message), original_item))
+        except Exception as e:
+            errors.append((type(e).__name__, str(e), original_item))
+    if any(code is not None for code, _, _ in errors):
+        raise TransactionCanceledException(errors)
+
+    touched: list[tuple[Any, Any, Any, Any]] = []  # (table, hash value, range value, copy of the item or None)
+    for _op_type, _op, table_name, key in planned:
+        table = self.get_table(table_name)
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr is not None else None
+        touched.append((table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value))))
+    applied_errors: list[Any] = [(None, None, None)] * len(planned)
+    failed = False
+    for i, (op_type, op, table_name, key) in enumerate(planned):
+        names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+        try:
+            if op_type == "Put":
+                self.put_item(
+                    table_name,
+                    op["Item"],
+                    condition_expression=op.get("ConditionExpression"),
+                    expression_attribute_names=names,
+                    expression_attribute_values=values,
+                )
+            elif op_type == "Delete":
+                self.delete_item(
+                    table_name,
+                    key,
+                    condition_expression=op.get("ConditionExpression"),
+                    expression_attribute_names=names,
+                    expression_attribute_values=values,
+                )
+            elif op_type == "Update":
+                self.update_item(
+                    table_name,
+                    key,
+                    update_expression=op["UpdateExpression"],
+                    condition_expression=op.get("ConditionExpression"),
+                    expression_attribute_names=names,
+                    expression_attribute_values=values,
+                )
+        except (MultipleTransactionsException, MockValidationException):
+            _restore(touched)
+            raise
+        except Exception as e:
+            applied_errors[i] = (type(e).__name__, str(e), None)
+            failed = True
+    if failed:
+        _restore(touched)
+        raise TransactionCanceledException(applied_errors)
+
+
+def _filter_expression(condition: str, names: Any, values: Any) -> Any:
+    from moto.dynamodb.comparisons import get_filter_expression
+
+    return get_filter_expression(condition, names, values)
+
+
+def _restore(touched: list[tuple[Any, Any, Any, Any]]) -> None:
+    """Put the items a failed transaction touched back as they were (no stream records, as moto's own rollback)."""
+    for table, hash_value, range_value, before in touched:
+        if range_value is None:
+            if before is None:
+                table.items.pop(hash_value, None)
+            else:
+                table.items[hash_value] = before
+        elif before is None:
+            table.items.get(hash_value, {}).pop(range_value, None)
+        else:
+            table.items[hash_value][range_value] = before
+
+
+_items_patched = False
+
+
+def lighter_items() -> None:
+    """Build moto's DynamoDB items in time linear in their size, with the same 400 KB check.
+
+    moto re-measures the whole item on every attribute it sets while building one (and measuring a map copies
+    it, recursively), so writing a turn, whose plan is a deep map, took 5-10 ms of CPU under the lock: that is
+    most of what starting a turn costs on the local stack. Here an item is measured once, after it is built,
+    and a map's members are measured where they are. Idempotent.
+    """
+    global _items_patched
+    from moto.dynamodb.exceptions import ItemSizeTooLarge
+    from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
+    from moto.dynamodb.models.utilities import bytesize
+
+    with _lock:
+        if _items_patched:
+            return
+        original_size = DynamoType.size
+
+        def size(self: Any) -> int:
+            if self.is_map():
+                return sum(
+                    bytesize(k) + (v.size() if type(v) is DynamoType else DynamoType(v).size())
+                    for k, v in self.value.items()
+                )
+            return int(original_size(self))
+
+        def init(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
+            self.hash_key = hash_key
+            self.range_key = range_key
+            built = LimitedSizeDict.__new__(LimitedSizeDict)
+            dict.__init__(built)
+            total = 0
+            for key, value in attrs.items():
+                typed = DynamoType(value)
+                total += bytesize(key) + typed.size()
+                dict.__setitem__(built, key, typed)
+            if total > _MOTO_ITEM_LIMIT:  # moto's own figure, between the documented 400 KB and the real 409-410
+                raise ItemSizeTooLarge
+            self.attrs = built
+
+        DynamoType.size = size  # type: ignore[method-assign]
+        Item.__init__ = init  # type: ignore[method-assign]
+        _items_patched = True
+
+
+_MOTO_ITEM_LIMIT = 405000
+
+_responses_patched = False
+
+
+def plain_item_responses() -> None:
+    """Write moto's DynamoDB item results (GetItem, Query, Scan, BatchGetItem...) straight out as JSON.
+
+    moto hands every result to a serializer that walks the operation's output shape member by member; items
+    are already in DynamoDB's wire form, so for them that walk is pure cost: about 0.5 ms an item, most of
+    the time it takes to read back a run's frames (5,000 frames: ~3 s). A result holding anything JSON
+    cannot say as it is (bytes, which the wire form writes as base64; None, which the serializer leaves out)
+    still goes through moto's serializer. Idempotent.
+    """
+    global _responses_patched
+    from moto.dynamodb.responses import DynamoResult
+
+    with _lock:
+        if _responses_patched:
+            return
+        original = DynamoResult.execute_result
+
+        def execute_result(self: Any, context: Any) -> Any:
+            if context.serializer_class.__name__ != "JSONSerializer" or not _plain(self._result):
+                return original(self, context)
+            body = json.dumps(self._result)
+            kept, self._result = self._result, {}
+            try:
+                status, headers, _ = original(self, context)  # moto's status and headers for this operation
+            finally:
+                self._result = kept
+            return status, headers, body
+
+        DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
+        _responses_patched = True
+
+
+def _plain(value: Any) -> bool:
+    """Whether `value` is JSON exactly as the wire form has it: dicts with string keys, lists, strings,
+    numbers and booleans; no None, no bytes, no sets."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            for k, member in v.items():
+                if type(k) is not str:
+                    return False
+                stack.append(member)
+        elif t is list:
+            stack.extend(v)
+        elif t not in (str, int, float, bool):
+            return False
+    return True
 
 
 _stop_patched = False

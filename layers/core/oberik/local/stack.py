@@ -378,6 +378,8 @@ class LocalStack:
             routes[spec["name"]] = self._route_for(logical_id, spec, arn, overrides, required=logical_id in needed)
         lambda_routing.install(routes)
         lambda_routing.serialize_dynamodb()
+        lambda_routing.lighter_items()
+        lambda_routing.plain_item_responses()
         lambda_routing.tolerate_early_stop()
         self._create_state_machine(machine["definition_path"], machine, arns_by_id, role_arn)
         self._env.set("OBERIK_STATE_MACHINE_ARN", self.state_machine_arn)
