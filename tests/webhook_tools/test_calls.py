@@ -318,6 +318,24 @@ def tools_listed(api: Api, token: str, **params: Any) -> dict[str, dict[str, Any
     return {t["name"]: t for t in r.json()["tools"]}
 
 
+def test_the_catalog_follows_every_change_at_once_though_plans_keep_the_list_briefly(
+    api: Api, scripted_project: Project
+):
+    # The list is kept for a few seconds for planning turns; a change made here must not wait for that.
+    token = api.token(scripted_project)
+    created = create_tool(api, scripted_project, "http://127.0.0.1:9/a", name="cancel_order")
+    assert tools_listed(api, token)["cancel_order"]["requires_approval"] is False  # read, and kept
+    path = f"/api/projects/{scripted_project.id}/webhook-tools/{created['id']}"
+    r = api.client.patch(path, json={"requiresApproval": True}, headers=scripted_project.headers)
+    assert r.status_code == 200, r.text
+    assert tools_listed(api, token)["cancel_order"]["requires_approval"] is True
+    r = api.client.patch(path, json={"name": "void_order"}, headers=scripted_project.headers)
+    assert r.status_code == 200, r.text
+    assert "void_order" in tools_listed(api, token) and "cancel_order" not in tools_listed(api, token)
+    assert api.client.delete(path, headers=scripted_project.headers).status_code == 204
+    assert "void_order" not in tools_listed(api, token)
+
+
 def test_get_tools_reports_each_webhook_tool_with_its_gate(api: Api, scripted_project: Project):
     create_tool(api, scripted_project, "http://127.0.0.1:9/a", name="cancel_order", requiresApproval=True)
     create_tool(api, scripted_project, "http://127.0.0.1:9/b", name="order_status")

@@ -3,6 +3,7 @@ is unique in its project) and of the calls made to them (a per-project partition
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -12,6 +13,25 @@ from oberik.adapters import keys
 from oberik.domain.webhook_tools import WebhookTool, WebhookToolCall
 
 CALL_KEEP_SECONDS = 14 * 24 * 3600
+# Every turn's plan offers the project's webhook tools, so their list is kept as briefly as projects are
+# (engine.projects); a change made through this process forgets it at once, one made elsewhere shows within it.
+RECENT_SECONDS = 5.0
+_recent: dict[str, tuple[float, list[WebhookTool]]] = {}
+_changes: dict[str, int] = {}  # project id -> changes made through this process, so a read racing one is not kept
+_recent_lock = threading.Lock()
+
+
+def _forgets_tools(method: Any) -> Any:
+    def changing(self: Any, tool: WebhookTool, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, tool, *args, **kwargs)
+        finally:
+            with _recent_lock:
+                _recent.pop(tool.project_id, None)
+                _changes[tool.project_id] = _changes.get(tool.project_id, 0) + 1
+
+    changing.__name__, changing.__doc__ = method.__name__, method.__doc__
+    return changing
 
 
 class WebhookToolsStore:
@@ -36,6 +56,7 @@ class WebhookToolsStore:
 
         return serialize({**keys.webhook_tool_name_key(tool.project_id, tool.name), "tool_id": tool.id})
 
+    @_forgets_tools
     def create_webhook_tool(self, tool: WebhookTool) -> bool:
         """Store a new tool; False (nothing written) when the project already has a tool of that name."""
         return bool(
@@ -58,6 +79,22 @@ class WebhookToolsStore:
         items = self._query(f"PROJECT#{project_id}", keys.WEBHOOK_TOOL_PREFIX)
         return [WebhookTool.model_validate(_strip_keys(item)) for item in items]
 
+    def recent_webhook_tools(self, project_id: str) -> list[WebhookTool]:
+        """`list_webhook_tools`, read at most every few seconds per project (for planning turns)."""
+        now = time.monotonic()
+        with _recent_lock:
+            hit = _recent.get(project_id)
+        if hit is not None and now - hit[0] < RECENT_SECONDS:
+            return list(hit[1])
+        with _recent_lock:
+            before = _changes.get(project_id, 0)
+        tools = self.list_webhook_tools(project_id)
+        with _recent_lock:
+            if _changes.get(project_id, 0) == before:
+                _recent[project_id] = (now, tools)
+        return list(tools)
+
+    @_forgets_tools
     def save_webhook_tool(self, tool: WebhookTool, *, previous: WebhookTool) -> bool:
         """Replace `previous` with `tool` (the same id). False, with nothing written, when the tool changed or was
         deleted meanwhile, or when a rename's new name is taken."""
@@ -84,6 +121,7 @@ class WebhookToolsStore:
             )
         return bool(self._applied(lambda: self.db.transact_write_items(TransactItems=items)))
 
+    @_forgets_tools
     def delete_webhook_tool(self, tool: WebhookTool) -> bool:
         """Remove the tool and its name; False when it was already gone."""
         from oberik.adapters.dynamodb import serialize

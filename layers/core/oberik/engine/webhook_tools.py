@@ -47,7 +47,7 @@ class WebhookToolsFamily:
     def specs(self, project: Project, store: Any) -> Iterable[ToolSpec]:
         if store is None or project is None:
             return []
-        return [spec_of(t) for t in sorted(store.list_webhook_tools(project.id), key=lambda t: t.created_at)]
+        return [spec_of(t) for t in sorted(store.recent_webhook_tools(project.id), key=lambda t: t.created_at)]
 
     def run(self, ctx: ToolContext) -> ToolOutcome:
         return call(ctx)
