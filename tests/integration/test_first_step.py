@@ -10,7 +10,8 @@ import httpx
 import pytest
 
 from oberik.adapters.dynamodb import DynamoStore
-from oberik.engine import inline
+from oberik.adapters.stepfunctions import StepFunctionsOrchestrator
+from oberik.engine import inline, runs
 from oberik.local.scripted_provider import Fail, Reply, ScriptedProvider
 from oberik.settings import get_settings
 from tests.api_fixtures import parse_sse
@@ -34,10 +35,10 @@ def launches(monkeypatch: pytest.MonkeyPatch) -> list[threading.Thread]:
     started: list[threading.Thread] = []
     real = inline.launch
 
-    def counting(store: Any, turn: Any, run: Any, fresh: Any = None) -> threading.Thread:
-        thread = real(store, turn, run, fresh)
-        started.append(thread)
-        return thread
+    def counting(store: Any, turn: Any, run: Any, fresh: Any = None) -> inline.Launched:
+        launched = real(store, turn, run, fresh)
+        started.append(launched.thread)
+        return launched
 
     monkeypatch.setattr(inline, "launch", counting)
     return started
@@ -94,8 +95,10 @@ def test_a_runner_that_never_ran_is_taken_over_when_its_lease_runs_out(
     live: str, token: str, provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
 ):
     # Given a process that claims the conversation and then goes away before its first step starts
+    # (it never tells the request that the model has the question: the execution starts after the short wait)
     monkeypatch.setattr(inline, "LEASE_SECONDS", 1.0)
-    monkeypatch.setattr(inline, "launch", lambda *args: None)
+    monkeypatch.setattr(inline, "OPEN_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(inline, "launch", lambda *args: inline.Launched(threading.Thread(), threading.Event()))
     provider.script(Reply(text="answered by the state machine"))
 
     # When the turn is streamed
@@ -164,3 +167,55 @@ def test_a_disconnect_during_the_first_step_does_not_stop_it(live: str, token: s
         time.sleep(0.05)
     assert run is not None and run.status == "completed"
     assert run.result is not None and run.result["content"] == " ".join(f"w{i}" for i in range(30))
+
+
+def test_the_execution_starts_once_the_model_has_the_question(
+    live: str, token: str, provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+):
+    # Starting the execution costs work in the requesting process; it waits until the request is on its way.
+    seen_at_start: list[int] = []
+    real_start = StepFunctionsOrchestrator.start
+
+    def start(self: Any, name: str, payload: dict[str, Any]) -> str:
+        seen_at_start.append(len(provider.requests))
+        return real_start(self, name, payload)
+
+    monkeypatch.setattr(StepFunctionsOrchestrator, "start", start)
+    provider.script(Reply(text="hello", ttft=0.5))
+    events = _stream(live, token, "hi")
+    assert seen_at_start == [1]  # the provider had the request when the execution was started
+    assert events[-1].event == "done" and events[-1].data["content"] == "hello"
+
+
+def test_a_turn_whose_execution_never_started_is_lost_and_frees_its_conversation(
+    live: str, token: str, provider: ScriptedProvider
+):
+    import time
+
+    headers = {"Authorization": f"Bearer {token}"}
+    store = DynamoStore()
+    with pytest.MonkeyPatch.context() as gone:
+        # Given a process that claims the conversation and goes away before the first step or the execution
+        gone.setattr(runs, "NEVER_STARTED_SECONDS", 1.0)
+        gone.setattr(inline, "OPEN_WAIT_SECONDS", 0.0)
+        gone.setattr(inline, "launch", lambda *args: inline.Launched(threading.Thread(), threading.Event()))
+        gone.setattr(StepFunctionsOrchestrator, "start", lambda self, name, payload: self.execution_arn(name))
+        with httpx.stream("POST", f"{live}/chat/stream", json={"message": "hi"}, headers=headers, timeout=10) as r:
+            run_id = r.headers["X-Run-Id"]
+        run = store.get_run(run_id)
+        assert run is not None
+        sid = run.session_id
+
+        # Then, briefly, it still counts as starting (its execution may be on its way) ...
+        assert httpx.get(f"{live}/chat/sessions/{sid}/run", headers=headers).json()["status"] == "running"
+        # ... and once that cannot be so any more it is lost, and says why
+        time.sleep(1.1)
+        assert httpx.get(f"{live}/chat/sessions/{sid}/run", headers=headers).json()["status"] == "lost"
+    ended = store.get_run(run_id)
+    assert ended is not None and "never started" in (ended.error or {}).get("detail", "")
+
+    # and the conversation takes a new turn
+    provider.script(Reply(text="fresh start"))
+    r = httpx.post(f"{live}/chat/stream", json={"message": "again", "session_id": sid}, headers=headers, timeout=60)
+    assert r.status_code == 200, r.text
+    assert parse_sse(r.text)[0][-1].data["content"] == "fresh start"

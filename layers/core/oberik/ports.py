@@ -14,11 +14,16 @@ class Model(Protocol):
 
     Raises `oberik.domain.errors.ModelError` when the provider fails. `should_stop` is polled between
     deltas; when it returns True the adapter closes the provider stream (so spend stops) and returns a
-    Completion with finish_reason "cancelled".
+    Completion with finish_reason "cancelled". `on_open` is called once, when the provider has taken the
+    request (its response has begun), before any delta: the caller may hold back work that would compete
+    with sending it.
     """
 
     def stream(
-        self, request: ModelRequest, should_stop: Callable[[], bool] | None = None
+        self,
+        request: ModelRequest,
+        should_stop: Callable[[], bool] | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> Iterator[Delta | Completion]: ...
 
 

@@ -87,13 +87,18 @@ class OpenAIModel:
         self._client.close()
 
     def stream(
-        self, request: ModelRequest, should_stop: Callable[[], bool] | None = None
+        self,
+        request: ModelRequest,
+        should_stop: Callable[[], bool] | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> Iterator[Delta | Completion]:
         warnings: list[str] = []
         if should_stop is not None and should_stop():
             yield Completion(content="", finish_reason="cancelled")
             return
         response = self._open(request, warnings)
+        if on_open is not None:
+            on_open()
         got = _Assembly()
         try:
             for chunk in self._chunks(response):

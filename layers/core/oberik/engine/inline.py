@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from oberik.domain.models import Message, Run, Turn
@@ -24,6 +25,11 @@ from oberik.observability import logger
 
 LEASE_SECONDS = 30.0
 HEARTBEAT_SECONDS = 5.0
+# How long the requesting process holds back StartExecution for the model to take the request. Starting an
+# execution is CPU work in this process on the local stack (and a round trip on AWS); done while the request
+# is being sent, it delays what the person waits for. A provider slower than this to answer does not hold
+# the execution back any longer.
+OPEN_WAIT_SECONDS = 1.0
 
 _running: dict[str, threading.Event] = {}  # run id -> set when this process's inline step is over
 _lock = threading.Lock()
@@ -49,6 +55,7 @@ class Lease:
         self.turn_id = turn_id
         self.until = until
         self.lost = False
+        self.opened = threading.Event()  # set once the model has the request, or the step is over
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._beat, name=f"lease-{turn_id}", daemon=True)
@@ -92,7 +99,13 @@ def running(run_id: str) -> threading.Event | None:
         return _running.get(run_id)
 
 
-def launch(store: Any, turn: Turn, run: Run, fresh: list[Message] | None = None) -> threading.Thread:
+@dataclass(frozen=True)
+class Launched:
+    thread: threading.Thread
+    opened: threading.Event  # the model has the request (or the step ended first): start the execution now
+
+
+def launch(store: Any, turn: Turn, run: Run, fresh: list[Message] | None = None) -> Launched:
     """Run the turn's first step on a thread of this process. `fresh`: the conversation was created with this
     turn and holds exactly these messages."""
     done = threading.Event()
@@ -122,13 +135,14 @@ def launch(store: Any, turn: Turn, run: Run, fresh: list[Message] | None = None)
             logger.warning("first step failed", turn_id=turn.id, error=error["type"])
             lease.release({"run_id": run.id, "steps": turn.steps, "error": error})
         finally:
+            lease.opened.set()
             done.set()
             with _lock:
                 _running.pop(run.id, None)
 
     thread = threading.Thread(target=work, name=f"first-step-{turn.id}", daemon=True)
     thread.start()
-    return thread
+    return Launched(thread, lease.opened)
 
 
 def adopt(store: Any, turn: Turn, run: Run, *, poll: float = 0.1, max_poll: float = 1.0) -> Turn | dict[str, Any]:

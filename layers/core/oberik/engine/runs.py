@@ -11,6 +11,10 @@ from oberik.engine.frames import FrameWriter
 from oberik.observability import logger
 
 ALIVE_EXECUTION = "RUNNING"
+# A turn's execution starts moments after the turn is written (engine.inline holds it back at most a second,
+# and StartExecution is retried for a few more). A turn this old with no execution at all never got one: the
+# process that claimed it went away in between.
+NEVER_STARTED_SECONDS = 120.0
 
 
 def _end(store: Any, run: Run, status: str, event: str, data: dict[str, Any], **fields: Any) -> bool:
@@ -51,14 +55,15 @@ def mark_lost_if_dead(store: Any, orchestrator: Any, run: Run) -> Run:
     if turn is None or not turn.execution_arn:
         return run
     status = orchestrator.status(turn.execution_arn)
-    if status in (None, ALIVE_EXECUTION):
+    if status == ALIVE_EXECUTION or (status is None and time.time() - turn.created_at < NEVER_STARTED_SECONDS):
         return run
     fresh = store.get_run(run.id)
     if fresh is None or fresh.status != "running":
         return fresh or run
+    why = f"its execution is {status.lower()}" if status else "its execution never started"
     detail = (
-        "The turn stopped before it finished: whatever was running it went away "
-        f"(its execution is {status.lower()}). Nothing was answered; send the message again."
+        f"The turn stopped before it finished: whatever was running it went away ({why}). "
+        "Nothing was answered; send the message again."
     )
     if _end(
         store,

@@ -101,6 +101,10 @@ class StepEngine:
             self.lease.check()  # taken over: the state machine's step owns the turn now
         self.store.update_turn(turn.id, **turn.model_dump(mode="json", include=set(self._PROGRESS)))
 
+    def _opened(self) -> None:
+        if self.lease is not None:
+            self.lease.opened.set()
+
     def _cancel_check(self, run_id: str) -> Any:
         last = [time.monotonic(), False]  # the run was read just before the step began
 
@@ -500,7 +504,7 @@ class StepEngine:
         completion: Completion | None = None
         markers = citations.StreamedMarkers(turn)  # the streamed text reads as `content` will
         try:
-            for item in model.stream(request, should_stop=self._cancel_check(turn.run_id)):
+            for item in model.stream(request, should_stop=self._cancel_check(turn.run_id), on_open=self._opened):
                 if isinstance(item, Delta):
                     if item.channel == "content":
                         writer.delta("token", markers.feed(item.text))

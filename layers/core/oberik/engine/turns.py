@@ -328,9 +328,9 @@ class TurnStarter:
             idempotency_seconds=IDEMPOTENCY_SECONDS,
         )
         if inline:
-            first_step.launch(
-                self.store, turn, run, messages if created else None
-            )  # the model hears the question while the execution starts
+            # The model hears the question first; the execution starts once the request is on its way.
+            launched = first_step.launch(self.store, turn, run, messages if created else None)
+            launched.opened.wait(first_step.OPEN_WAIT_SECONDS)
         try:
             arn = self.orchestrator.start(turn_id, {"turn_id": turn_id, "run_id": run_id, "execution_steps": 0})
         except Exception:

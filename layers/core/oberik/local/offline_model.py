@@ -77,8 +77,13 @@ class OfflineModel:
     name = "oberik-offline"
 
     def stream(
-        self, request: ModelRequest, should_stop: Callable[[], bool] | None = None
+        self,
+        request: ModelRequest,
+        should_stop: Callable[[], bool] | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> Iterator[Delta | Completion]:
+        if on_open is not None:
+            on_open()  # nothing to send: it answers from here
         messages = request.messages
         if messages and _text(messages[0].get("content")).startswith("[oberik:judge]"):
             # It cannot judge anything, so it never claims an answer is ungrounded.
