@@ -65,6 +65,30 @@ def _strip_keys(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k not in ("pk", "sk", "gsi1pk", "gsi1sk", "expires_at")}
 
 
+# A turn's plan (its tools' schemas, prompts, settings: hundreds of values) is written whole and read whole,
+# never in part, so it is kept as one JSON string rather than a nested map: every read and write of the turn
+# (each step, each progress save) then marshals one attribute instead of all of them.
+def _plan_text(plan: Any) -> Any:
+    return plan if isinstance(plan, str) else json.dumps(plan, separators=(",", ":"))
+
+
+def _turn_item(turn: Turn) -> dict[str, Any]:
+    doc = turn.model_dump(mode="json")
+    doc["plan"] = _plan_text(doc["plan"])
+    return serialize({**keys.turn_key(turn.id), **doc})
+
+
+def _turn_sets(fields: dict[str, Any]) -> dict[str, Any]:
+    return {**fields, "plan": _plan_text(fields["plan"])} if "plan" in fields else fields
+
+
+def _turn_from(item: dict[str, Any]) -> Turn:
+    doc = _strip_keys(item)
+    if isinstance(doc.get("plan"), str):
+        doc["plan"] = json.loads(doc["plan"])  # a turn written before plans were kept as text is a map already
+    return Turn.model_validate(doc)
+
+
 def _failed_condition(e: ClientError) -> bool:
     return e.response.get("Error", {}).get("Code") in (
         "ConditionalCheckFailedException",
@@ -425,7 +449,7 @@ class DynamoStore(HandoffStoreMixin, WebhookToolsStore, PushStore, TaskStore, Br
             {
                 "Put": {
                     "TableName": self.table,
-                    "Item": serialize({**keys.turn_key(turn.id), **turn.model_dump(mode="json")}),
+                    "Item": _turn_item(turn),
                 }
             }
         )
@@ -533,7 +557,7 @@ class DynamoStore(HandoffStoreMixin, WebhookToolsStore, PushStore, TaskStore, Br
 
     def get_turn(self, turn_id: str) -> Turn | None:
         item = self._get(keys.turn_key(turn_id))
-        return Turn.model_validate(_strip_keys(item)) if item else None
+        return _turn_from(item) if item else None
 
     def get_turn_and_run(self, turn_id: str, run_id: str) -> tuple[Turn | None, Run | None]:
         """Both records in one round trip (strongly consistent), for a step that was told both ids."""
@@ -549,7 +573,7 @@ class DynamoStore(HandoffStoreMixin, WebhookToolsStore, PushStore, TaskStore, Br
         turn = found.get(keys.turn_key(turn_id)["pk"])
         run = found.get(keys.run_key(run_id)["pk"])
         return (
-            Turn.model_validate(_strip_keys(turn)) if turn else None,
+            _turn_from(turn) if turn else None,
             Run.model_validate(_strip_keys(run)) if run else None,
         )
 
@@ -586,12 +610,10 @@ class DynamoStore(HandoffStoreMixin, WebhookToolsStore, PushStore, TaskStore, Br
         )
 
     def save_turn(self, turn: Turn) -> None:
-        self.db.put_item(
-            TableName=self.table, Item=serialize({**keys.turn_key(turn.id), **turn.model_dump(mode="json")})
-        )
+        self.db.put_item(TableName=self.table, Item=_turn_item(turn))
 
     def update_turn(self, turn_id: str, **fields: Any) -> None:
-        self._update(keys.turn_key(turn_id), fields, condition="attribute_exists(pk)")
+        self._update(keys.turn_key(turn_id), _turn_sets(fields), condition="attribute_exists(pk)")
 
     def get_run(self, run_id: str) -> Run | None:
         item = self._get(keys.run_key(run_id))
@@ -808,7 +830,7 @@ class DynamoStore(HandoffStoreMixin, WebhookToolsStore, PushStore, TaskStore, Br
             {
                 "Update": self._update_request(
                     keys.turn_key(turn_id),
-                    turn_sets,
+                    _turn_sets(turn_sets),
                     condition="pause_seq = :ps AND #status = :paused",
                     cond_values={":ps": expected_pause, ":paused": "paused"},
                 )
