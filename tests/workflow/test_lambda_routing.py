@@ -222,3 +222,43 @@ def test_install_is_idempotent_and_uninstall_gives_moto_its_invoke_back(mocked_a
 def test_function_name_of_strips_arn_and_qualifier(given: str, expected: str) -> None:
     # Given / When / Then
     assert lambda_routing.function_name_of(given) == expected
+
+
+def test_executions_share_one_parse_of_the_definition_but_no_state(
+    tiny: tuple[Any, str, Functions], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+
+    lambda_routing.lighter_executions()
+    sfn, arn, functions = tiny
+    parses: list[str] = []
+    real_parse = AmazonStateLanguageParser.parse
+
+    def counting(definition: str) -> Any:
+        parses.append(definition)
+        return real_parse(definition)
+
+    monkeypatch.setattr(AmazonStateLanguageParser, "parse", staticmethod(counting))
+    # Given one execution parked at its task token while others run the same definition to other ends
+    parked = sfn.start_execution(stateMachineArn=arn, name="share-park", input=json.dumps({"want": "pause"}))
+    token = functions.tokens.get(timeout=10)
+    boom = sfn.start_execution(stateMachineArn=arn, name="share-boom", input=json.dumps({"want": "explode"}))
+    plain = sfn.start_execution(stateMachineArn=arn, name="share-done", input=json.dumps({"want": "done"}))
+    assert wait_for(sfn, boom["executionArn"])["status"] == "SUCCEEDED"
+    assert wait_for(sfn, plain["executionArn"])["status"] == "SUCCEEDED"
+    sfn.send_task_success(taskToken=token, output=json.dumps({"answer": 1}))
+    assert wait_for(sfn, parked["executionArn"])["status"] == "SUCCEEDED"
+
+    # Then each took its own path, and the definition was parsed at most once in this test
+    assert entered_states(sfn, boom["executionArn"]) == ["Decide", "Route", "Explode", "Recovered"]
+    assert entered_states(sfn, plain["executionArn"]) == ["Decide", "Route", "Done"]
+    assert entered_states(sfn, parked["executionArn"]) == ["Decide", "Route", "Park", "Done"]
+    assert len(parses) <= 1
+
+    # And a changed definition is the one that runs afterwards
+    changed = json.loads(json.dumps(TINY_ASL))
+    changed["States"]["Decide"]["Next"] = "Done"
+    sfn.update_state_machine(stateMachineArn=arn, definition=json.dumps(changed))
+    after = sfn.start_execution(stateMachineArn=arn, name="share-after", input=json.dumps({"want": "explode"}))
+    assert wait_for(sfn, after["executionArn"])["status"] == "SUCCEEDED"
+    assert entered_states(sfn, after["executionArn"]) == ["Decide", "Done"]

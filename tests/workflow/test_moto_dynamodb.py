@@ -23,6 +23,7 @@ def ddb(mocked_aws: None) -> Iterator[Any]:
     lambda_routing.serialize_dynamodb()
     lambda_routing.lighter_items()
     lambda_routing.plain_item_responses()
+    lambda_routing.partition_queries()
     client = boto3.client("dynamodb", region_name="us-east-1")
     client.create_table(
         TableName=TABLE,
@@ -30,6 +31,17 @@ def ddb(mocked_aws: None) -> Iterator[Any]:
         AttributeDefinitions=[
             {"AttributeName": "pk", "AttributeType": "S"},
             {"AttributeName": "sk", "AttributeType": "S"},
+            {"AttributeName": "owner", "AttributeType": "S"},
+        ],
+        GlobalSecondaryIndexes=[
+            {
+                "IndexName": "by-owner",
+                "KeySchema": [
+                    {"AttributeName": "owner", "KeyType": "HASH"},
+                    {"AttributeName": "sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            }
         ],
         BillingMode="PAY_PER_REQUEST",
     )
@@ -286,3 +298,57 @@ def test_only_plain_json_takes_the_direct_way() -> None:
     assert not lambda_routing._plain({"Item": {"b": {"B": b"raw"}}})
     assert not lambda_routing._plain({"LastEvaluatedKey": None})
     assert not lambda_routing._plain({"Items": [{"s": {"SS": {"a"}}}]})
+
+
+def test_a_query_reads_its_partition_in_order_whatever_else_is_stored(ddb: Any) -> None:
+    from moto.dynamodb.models.dynamo_type import DynamoType
+
+    ddb.batch_write_item(
+        RequestItems={TABLE: [{"PutRequest": {"Item": item(f"other{i}", "A", owner="bo")}} for i in range(25)]}
+    )
+    for sk in ("03", "01", "02"):
+        ddb.put_item(TableName=TABLE, Item=item("run", sk, owner="ana"))
+
+    def query(**extra: Any) -> list[str]:
+        r = ddb.query(
+            TableName=TABLE,
+            KeyConditionExpression="pk = :pk AND sk > :after",
+            ExpressionAttributeValues={":pk": {"S": "run"}, ":after": {"S": "01"}},
+            **extra,
+        )
+        return [i["sk"]["S"] for i in r["Items"]]
+
+    assert query() == ["02", "03"]
+    assert query(ScanIndexForward=False, Limit=1) == ["03"]
+    assert (
+        ddb.query(
+            TableName=TABLE, KeyConditionExpression="pk = :pk", ExpressionAttributeValues={":pk": {"S": "nothing"}}
+        )["Items"]
+        == []
+    )
+    # an index still sees every partition
+    by_owner = ddb.query(
+        TableName=TABLE,
+        IndexName="by-owner",
+        KeyConditionExpression="#o = :o",
+        ExpressionAttributeNames={"#o": "owner"},
+        ExpressionAttributeValues={":o": {"S": "bo"}},
+    )
+    assert by_owner["Count"] == 25
+    assert len(ddb.scan(TableName=TABLE)["Items"]) == 28
+
+    # and the partition query compares its own few items, not the table's
+    compared = 0
+    real_lt = DynamoType.__lt__
+
+    def counting(self: Any, other: Any) -> bool:
+        nonlocal compared
+        compared += 1
+        return bool(real_lt(self, other))
+
+    DynamoType.__lt__ = counting  # type: ignore[method-assign]
+    try:
+        assert query() == ["02", "03"]
+    finally:
+        DynamoType.__lt__ = real_lt  # type: ignore[method-assign]
+    assert compared < 10

@@ -376,6 +376,25 @@ def lighter_items() -> None:
 _MOTO_ITEM_LIMIT = 405000
 
 _responses_patched = False
+_modules_patched = False
+
+
+def remembered_service_list() -> None:
+    """Have moto's server list its service modules once, not on every request.
+
+    The server picks the backend for each request under one lock, and to do so lists moto's package
+    directory (an `isdir` for each of ~200 entries) every time: with a few turns at once, requests spent
+    most of their time queued on that lock. The list cannot change while the process runs. Idempotent.
+    """
+    global _modules_patched
+    from moto import backends
+
+    with _lock:
+        if _modules_patched:
+            return
+        modules = tuple(backends.list_of_moto_modules())
+        backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]
+        _modules_patched = True
 
 
 def plain_item_responses() -> None:
@@ -427,6 +446,110 @@ def _plain(value: Any) -> bool:
         elif t not in (str, int, float, bool):
             return False
     return True
+
+
+_query_patched = False
+_partition = threading.local()  # (table, hash key) while a query on the table's own key is looking for items
+
+
+def partition_queries() -> None:
+    """Have a moto Query on a table's own key read that key's partition, not the whole table.
+
+    moto answers every Query by listing and sorting every item of the table and then keeping those with the
+    wanted hash key, so each read of a run's frames or a conversation's messages cost time in proportion to
+    everything ever stored (and with it, under the lock, every other call's wait). For a Query without an
+    index the listing now holds just the partition; moto still sorts, pages, filters and projects it as
+    before. Queries on an index, and scans, are unchanged. Idempotent.
+    """
+    global _query_patched
+    import inspect
+
+    from moto.dynamodb.models.table import Table
+
+    with _lock:
+        if _query_patched:
+            return
+        original_query, original_all_items = Table.query, Table.all_items
+        signature = inspect.signature(original_query)
+
+        def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+            bound = signature.bind(self, *args, **kwargs)
+            hash_key = bound.arguments.get("hash_key")
+            if bound.arguments.get("index_name") or hash_key is None:
+                return original_query(self, *args, **kwargs)
+            _partition.key = (self, hash_key)
+            try:
+                return original_query(self, *args, **kwargs)
+            finally:
+                _partition.key = None
+
+        def all_items(self: Any) -> Any:
+            wanted = getattr(_partition, "key", None)
+            if wanted is None or wanted[0] is not self:
+                return original_all_items(self)
+            _partition.key = None  # once: anything else this query lists is the whole table again
+            found = self.items.get(wanted[1])
+            if found is None:
+                return []
+            return list(found.values()) if self.range_key_attr else [found]
+
+        Table.query = query  # type: ignore[method-assign]
+        Table.all_items = all_items  # type: ignore[method-assign]
+        _query_patched = True
+
+
+_sfn_patched = False
+
+
+def lighter_executions() -> None:
+    """Two per-execution costs of moto's Step Functions engine, paid once instead.
+
+    Every execution parsed its state machine's definition again (~23 ms of CPU for turn.asl.json), and
+    every Lambda task built a new boto3 client (and connection pool) to call Invoke. Parsed definitions are
+    now kept by their text and each execution gets its own deep copy (~1.5 ms), so no state is shared
+    between executions; Lambda clients are kept per region and endpoint. Idempotent.
+    """
+    global _sfn_patched
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
+    from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
+
+    with _lock:
+        if _sfn_patched:
+            return
+        parsed: dict[str, Any] = {}
+        parsed_lock = threading.Lock()
+
+        def entrypoint(self: Any) -> Any:
+            definition = self._evaluation_details.state_machine_details.definition
+            with parsed_lock:
+                program = parsed.get(definition)
+            if program is None:
+                program = AmazonStateLanguageParser.parse(definition)[0]
+                with parsed_lock:
+                    parsed[definition] = program
+            return copy.deepcopy(program)
+
+        build_client = lambda_eval_utils.boto_client_for
+        clients: dict[tuple[Any, ...], Any] = {}
+        clients_lock = threading.Lock()
+
+        def client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+            if state_credentials is not None:
+                return build_client(region, service, state_credentials)
+            from moto.core.models import botocore_stubber
+            from moto.settings import moto_server_port  # where moto's own client is pointed
+
+            key = (region, service, botocore_stubber.enabled, moto_server_port())
+            with clients_lock:
+                found = clients.get(key)
+                if found is None:
+                    found = clients[key] = build_client(region, service)
+                return found
+
+        ExecutionWorker._get_evaluation_entrypoint = entrypoint  # type: ignore[method-assign]
+        lambda_eval_utils.boto_client_for = client_for
+        _sfn_patched = True
 
 
 _stop_patched = False

@@ -258,6 +258,7 @@ class LocalStack:
         stack = cls(load_template(template_path))
         try:
             stack._configure_moto()
+            lambda_routing.remembered_service_list()
             server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
             server.start()
             stack._server = server
@@ -380,6 +381,8 @@ class LocalStack:
         lambda_routing.serialize_dynamodb()
         lambda_routing.lighter_items()
         lambda_routing.plain_item_responses()
+        lambda_routing.partition_queries()
+        lambda_routing.lighter_executions()
         lambda_routing.tolerate_early_stop()
         self._create_state_machine(machine["definition_path"], machine, arns_by_id, role_arn)
         self._env.set("OBERIK_STATE_MACHINE_ARN", self.state_machine_arn)
