@@ -3,22 +3,20 @@ is unique in its project) and of the calls made to them (a per-project partition
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from oberik.adapters import keys
+from oberik.adapters.brief_cache import BriefCache
 from oberik.domain.webhook_tools import WebhookTool, WebhookToolCall
 
 CALL_KEEP_SECONDS = 14 * 24 * 3600
 # Every turn's plan offers the project's webhook tools, so their list is kept as briefly as projects are
 # (engine.projects); a change made through this process forgets it at once, one made elsewhere shows within it.
 RECENT_SECONDS = 5.0
-_recent: dict[str, tuple[float, list[WebhookTool]]] = {}
-_changes: dict[str, int] = {}  # project id -> changes made through this process, so a read racing one is not kept
-_recent_lock = threading.Lock()
+_recent: BriefCache[list[WebhookTool]] = BriefCache(RECENT_SECONDS, name="webhook-tools")
 
 
 def _forgets_tools(method: Any) -> Any:
@@ -26,9 +24,7 @@ def _forgets_tools(method: Any) -> Any:
         try:
             return method(self, tool, *args, **kwargs)
         finally:
-            with _recent_lock:
-                _recent.pop(tool.project_id, None)
-                _changes[tool.project_id] = _changes.get(tool.project_id, 0) + 1
+            _recent.forget(tool.project_id)
 
     changing.__name__, changing.__doc__ = method.__name__, method.__doc__
     return changing
@@ -81,18 +77,7 @@ class WebhookToolsStore:
 
     def recent_webhook_tools(self, project_id: str) -> list[WebhookTool]:
         """`list_webhook_tools`, read at most every few seconds per project (for planning turns)."""
-        now = time.monotonic()
-        with _recent_lock:
-            hit = _recent.get(project_id)
-        if hit is not None and now - hit[0] < RECENT_SECONDS:
-            return list(hit[1])
-        with _recent_lock:
-            before = _changes.get(project_id, 0)
-        tools = self.list_webhook_tools(project_id)
-        with _recent_lock:
-            if _changes.get(project_id, 0) == before:
-                _recent[project_id] = (now, tools)
-        return list(tools)
+        return list(_recent.get(project_id, lambda: self.list_webhook_tools(project_id)) or [])
 
     @_forgets_tools
     def save_webhook_tool(self, tool: WebhookTool, *, previous: WebhookTool) -> bool:
