@@ -10,6 +10,7 @@ from typing import Any
 import anyio
 from starlette.requests import Request
 
+from oberik.adapters.frame_cache import FRAMES
 from oberik.domain.models import Run
 from oberik.engine import inline, notify
 from oberik.engine.frames import TERMINAL_EVENTS
@@ -57,7 +58,10 @@ async def stream_run(
     last = after
     started = last_sent = last_liveness = time.monotonic()
     while True:
-        frames = await anyio.to_thread.run_sync(store.frames_after, run.id, last, REPLAY_PAGE)
+        # Frames this process wrote come from memory, on the loop; only the table is read on a worker thread.
+        frames = FRAMES.after(run.id, last, REPLAY_PAGE) or await anyio.to_thread.run_sync(
+            store.frames_after, run.id, last, REPLAY_PAGE
+        )
         for frame in frames:
             last = frame["seq"]
             yield encode(frame["seq"], frame["event"], frame["data"])
