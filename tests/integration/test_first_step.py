@@ -219,3 +219,32 @@ def test_a_turn_whose_execution_never_started_is_lost_and_frees_its_conversation
     r = httpx.post(f"{live}/chat/stream", json={"message": "again", "session_id": sid}, headers=headers, timeout=60)
     assert r.status_code == 200, r.text
     assert parse_sse(r.text)[0][-1].data["content"] == "fresh start"
+
+
+def test_the_execution_waits_for_a_first_step_in_its_own_process_without_polling_the_turn(
+    live: str, token: str, provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+):
+    # While the first step streams a long answer, the Step task waiting to adopt it reads the turn only when
+    # that step is over (or its lease could have lapsed), not every fraction of a second.
+    reads: list[float] = []
+    real_adopt, real_get_turn = inline.adopt, DynamoStore.get_turn
+    adopting = threading.local()
+
+    def get_turn(self: Any, turn_id: str) -> Any:
+        if getattr(adopting, "on", False):
+            reads.append(1.0)
+        return real_get_turn(self, turn_id)
+
+    def adopt(*args: Any, **kwargs: Any) -> Any:
+        adopting.on = True
+        try:
+            return real_adopt(*args, **kwargs)
+        finally:
+            adopting.on = False
+
+    monkeypatch.setattr(DynamoStore, "get_turn", get_turn)
+    monkeypatch.setattr(inline, "adopt", adopt)
+    provider.script(Reply(text=" ".join(f"w{i}" for i in range(40)), ttft=0.3, token_delay=0.03))  # ~1.5 s
+    events = _stream(live, token, "a long one")
+    assert events[-1].event == "done"
+    assert 1 <= len(reads) <= 2  # polling every 0.1-1 s would have read it five or more times

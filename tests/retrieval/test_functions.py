@@ -4,6 +4,7 @@ adapters: the events have the shape the handlers read."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -80,3 +81,45 @@ def test_the_sample_history_event_indexes_a_message_for_its_subject(
         filter={"subject": "ana", "session_id": session_id},
     )
     assert hits and "gate 12" in hits[0].metadata["text"] and hits[0].metadata["project_id"] == rag_project.id
+
+
+def test_history_reads_nothing_for_a_project_that_indexes_nothing_and_names_the_current_title(
+    api: Api, scripted_project: Project, provider: ScriptedProvider, monkeypatch: Any
+) -> None:
+    from oberik.engine import history
+
+    store = DynamoStore()
+    token = api.token(scripted_project, subject="ana")
+    provider.script(Reply(text="Hello."))
+    session_id = api.chat(token, message="hi").json()["session_id"]
+    item = {"role": "user", "session_id": session_id, "seq": 1, "content": "flight to Lisbon gate 12"}
+    reads: list[str] = []
+    me = threading.get_ident()  # this test's own calls (the local stream poller indexes in its own thread)
+
+    def counted(name: str) -> Any:
+        real = getattr(DynamoStore, name)
+
+        def read(self: Any, key: str) -> Any:
+            if threading.get_ident() == me:
+                reads.append(name)
+            return real(self, key)
+
+        return read
+
+    for name in ("get_session", "get_project"):
+        monkeypatch.setattr(DynamoStore, name, counted(name))
+
+    # A project without an embedding model: its conversation is looked up once, then never again
+    assert history.index_messages(store, [item]) == 0
+    assert history.index_messages(store, [item, {**item, "seq": 2}]) == 0
+    assert reads.count("get_session") <= 1
+
+    # Once the project indexes, the message is indexed under the conversation's title as it is now
+    api.configure(scripted_project, embedding_model=HASHING)  # through the API: this process forgets the project
+    api.client.patch(f"/chat/sessions/{session_id}", json={"title": "Trip"}, headers=api.bearer(token))
+    assert history.index_messages(store, [{**item, "seq": 3}]) == 1
+    index = index_name("history", HASHING, 256)
+    hits = memory_store().query(
+        index, HashingEmbedder(256).embed(["flight to Lisbon gate 12"])[0], top_k=1, filter={"session_id": session_id}
+    )
+    assert hits and hits[0].metadata["title"] == "user in Trip"

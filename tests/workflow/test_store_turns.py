@@ -61,3 +61,32 @@ def test_a_turn_stored_with_its_plan_as_a_map_still_reads(aws: Any) -> None:
     )
     assert "M" in raw(turn.id)["plan"]
     assert DynamoStore().get_turn(turn.id) == turn
+
+
+def test_a_frame_writer_starts_after_the_frames_this_process_wrote_without_reading_the_log(
+    aws: Any, monkeypatch: Any
+) -> None:
+    from oberik.engine.frames import FrameWriter
+
+    store = DynamoStore()
+    first = FrameWriter(store, "r_cached")
+    for i in range(3):
+        first.emit("note", {"n": i})
+    first.close()
+
+    # Another process adds a frame this one never saw
+    client("dynamodb").put_item(
+        TableName=get_settings().table_name,
+        Item=serialize({**keys.frame_key("r_cached", 4), "seq": 4, "event": "note", "data": '{"n": "elsewhere"}'}),
+    )
+    monkeypatch.setattr(DynamoStore, "last_frame_seq", _no_log_read)
+    second = FrameWriter(store, "r_cached")  # starts from memory: frame 3
+    assert second.seq == 3
+    monkeypatch.undo()
+    second.emit("done", {})  # 4 is taken: it moves past it rather than overwrite it
+    assert [f["seq"] for f in store.frames_after("r_cached", 0, cached=False)] == [1, 2, 3, 4, 5]
+    assert store.frames_after("r_cached", 3, cached=False)[0]["data"] == {"n": "elsewhere"}
+
+
+def _no_log_read(self: Any, run_id: str) -> int:
+    raise AssertionError("the writer read the log although this process knew where it ends")

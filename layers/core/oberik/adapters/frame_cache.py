@@ -49,6 +49,12 @@ class FrameCache:
                 seq += 1
         return out
 
+    def last_seq(self, run_id: str) -> int | None:
+        """The highest frame number this process wrote for the run (the log may hold later ones), or None."""
+        with self._lock:
+            frames = self._runs.get(run_id)
+            return max(frames) if frames else None
+
     def forget(self, run_id: str) -> None:
         with self._lock:
             evicted = self._runs.pop(run_id, None)

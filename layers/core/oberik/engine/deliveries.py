@@ -21,6 +21,8 @@ from oberik.adapters.sns import EventsTopic
 from oberik.adapters.sqs import DeliveryQueue, stack_resources
 from oberik.domain import deliveries
 from oberik.domain.deliveries import DeliveryAttempt, Notification
+from oberik.domain.models import Session, Turn
+from oberik.engine import projects
 from oberik.observability import logger
 from oberik.settings import get_settings
 
@@ -39,31 +41,34 @@ LOG_KEEP_SECONDS = 14 * 24 * 3600
 # --- the turn's side -------------------------------------------------------------------------------------
 
 
-def turn_stopped(store: DynamoStore, turn_id: str) -> Notification | None:
-    """Publish and queue the turn.stopped notification of a turn that has just stopped.
+def turn_stopped(
+    store: DynamoStore, turn_id: str, *, turn: Turn | None = None, session: Session | None = None
+) -> Notification | None:
+    """Publish and queue the turn.stopped notification of a turn that has just stopped. `turn`, `session`: the
+    caller's copies as they now stand, when it has them (else they are read).
 
     Never raises: the reply is saved by now, and a notification that cannot be queued costs a notification,
     not the turn.
     """
     try:
-        return _turn_stopped(store, turn_id)
+        return _turn_stopped(store, turn_id, turn, session)
     except Exception:
         logger.exception("turn.stopped was not queued", turn_id=turn_id)
         return None
 
 
-def _turn_stopped(store: DynamoStore, turn_id: str) -> Notification | None:
-    turn = store.get_turn(turn_id)
+def _turn_stopped(store: DynamoStore, turn_id: str, turn: Turn | None, session: Session | None) -> Notification | None:
+    turn = turn or store.get_turn(turn_id)
     if turn is None:
         return None
-    session = store.get_session(turn.session_id)
+    session = session or store.get_session(turn.session_id)
     # The token's tenant, as the plan recorded it (a turn planned before it did so: the project).
     tenant_id = str(turn.plan.caller.get("tenant_id") or turn.project_id)
     note = deliveries.notification_for(turn, tenant_id=tenant_id, user_ref=session.user_ref if session else None)
     if note is None:
         return None
     resources = stack_resources()
-    project = store.get_project(turn.project_id)
+    project = projects.load(store, turn.project_id)
     if project is not None and project.settings.webhook_url and resources.delivery_queue_url:
         DeliveryQueue(resources.delivery_queue_url).send(
             note.to_message(),

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from oberik.adapters.frame_cache import FRAMES
 from oberik.domain.models import FRAME_RETENTION_SECONDS
 from oberik.engine import notify
 
@@ -45,7 +46,10 @@ class FrameWriter:
     ) -> None:
         self.store = store
         self.run_id = run_id
-        # `start_seq`: the caller knows the log's last frame. Too low is safe (a taken number is skipped past).
+        # `start_seq`: the caller knows the log's last frame. Too low is safe (a taken number is skipped past),
+        # which is why the last frame this process wrote to the log will do as well as reading it back.
+        if start_seq is None:
+            start_seq = FRAMES.last_seq(run_id)
         self.seq = start_seq if start_seq is not None else store.last_frame_seq(run_id)
         self.batch_seconds = batch_seconds
         self.batch_bytes = batch_bytes

@@ -15,7 +15,7 @@ from oberik.adapters.stepfunctions import StepFunctionsOrchestrator
 from oberik.domain import pauses
 from oberik.domain.chat import ChatResponse
 from oberik.domain.errors import NotFound
-from oberik.domain.models import Run, Turn
+from oberik.domain.models import Run, Session, Turn
 from oberik.engine import citations, deliveries, inline, projects
 from oberik.engine.frames import FrameWriter
 from oberik.engine.models import resolver_for
@@ -92,9 +92,11 @@ def step(event: dict[str, Any]) -> dict[str, Any]:
     return _result(event, turn, outcome.verdict, outcome.wait_seconds)
 
 
-def response_for(store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | None = None) -> dict[str, Any]:
+def response_for(
+    store: DynamoStore, turn: Turn, *, pending: dict[str, Any] | None = None, session: Session | None = None
+) -> dict[str, Any]:
     """The terminal payload: the blocking response and the `done` frame are the same document."""
-    session = store.get_session(turn.session_id)
+    session = session or store.get_session(turn.session_id)
     pending = pending or {}
     attributed = citations.finalize(turn)
     return ChatResponse(
@@ -178,8 +180,10 @@ def finish(event: dict[str, Any]) -> dict[str, Any]:
     if not already and turn.answer:
         answer = citations.clean_answer(turn, turn.answer)  # stored as the content shows it
         store.append_messages(turn.session_id, [_message(turn, "assistant", answer)])
-    response = response_for(store, turn)
+    session = store.get_session(turn.session_id)
+    response = response_for(store, turn, session=session)
     store.update_turn(turn.id, status="completed", pending={})
+    turn.status, turn.pending = "completed", {}
     done = store.end_run(
         run.id, turn.session_id, {"status": "completed", "result": response, "ended_at": time.time()}, guard_steers=True
     )
@@ -190,7 +194,7 @@ def finish(event: dict[str, Any]) -> dict[str, Any]:
             return {"status": "steered"}  # a steer landed after the check above
         return {"status": fresh.status if fresh else "gone"}
     FrameWriter(store, run.id).emit("done", response)
-    deliveries.turn_stopped(store, turn.id)
+    deliveries.turn_stopped(store, turn.id, turn=turn, session=session)
     logger.info("turn finished", turn_id=turn.id, run_id=run.id, steps=turn.steps)
     return {"status": "completed"}
 

@@ -13,9 +13,14 @@ from oberik.adapters.embeddings import embedder_for
 from oberik.adapters.keys import MESSAGE_PREFIX
 from oberik.adapters.vectors import vector_store
 from oberik.domain.retrieval import VectorRecord, chunk_pages, index_name
+from oberik.engine import projects
 from oberik.observability import logger
 
 MAX_PASSAGES_PER_MESSAGE = 4
+# A conversation's project never changes: remembered, so messages of projects that index nothing (most) cost
+# no read at all. Its title does change, so a project that indexes reads the conversation for it.
+_project_of: dict[str, str] = {}
+_REMEMBERED = 20_000
 
 
 def _text(content: Any) -> str:
@@ -31,7 +36,6 @@ def index_messages(store: Any, messages: list[dict[str, Any]], vectors: Any = No
     were written. Messages of projects without an embedding model, or without the memory capability, are skipped."""
     vectors = vectors or vector_store()
     sessions: dict[str, Any] = {}
-    projects: dict[str, Any] = {}
     by_index: dict[tuple[str, int], tuple[Any, list[tuple[str, str, dict[str, Any]]]]] = {}
     for item in messages:
         if item.get("role") not in ("user", "assistant") or item.get("abandoned"):
@@ -40,18 +44,25 @@ def index_messages(store: Any, messages: list[dict[str, Any]], vectors: Any = No
         session_id = str(item.get("session_id") or "")
         if not text or not session_id:
             continue
-        if session_id not in sessions:
-            sessions[session_id] = store.get_session(session_id)
-        session = sessions[session_id]
-        if session is None:
-            continue
-        if session.project_id not in projects:
-            projects[session.project_id] = store.get_project(session.project_id)
-        project = projects[session.project_id]
+        project_id = _project_of.get(session_id)
+        if project_id is None:
+            sessions[session_id] = found = store.get_session(session_id)
+            if found is None:
+                continue
+            project_id = found.project_id
+            if len(_project_of) >= _REMEMBERED:
+                _project_of.clear()
+            _project_of[session_id] = project_id
+        project = projects.load(store, project_id)
         if project is None or "memory" not in project.settings.capabilities:
             continue
         embedder = embedder_for(project.settings)
         if embedder is None:
+            continue
+        if session_id not in sessions:
+            sessions[session_id] = store.get_session(session_id)
+        session = sessions[session_id]
+        if session is None:
             continue
         key = (embedder.model, embedder.dimension)
         entry = by_index.setdefault(key, (embedder, []))

@@ -147,7 +147,8 @@ def launch(store: Any, turn: Turn, run: Run, fresh: list[Message] | None = None)
 
 def adopt(store: Any, turn: Turn, run: Run, *, poll: float = 0.1, max_poll: float = 1.0) -> Turn | dict[str, Any]:
     """For the execution's first Step task: wait for the inline runner's verdict and return it, or take the
-    step over (return the fresh turn to run it) when the runner's lease has run out."""
+    step over (return the fresh turn to run it) when the runner's lease has run out. A runner in this process
+    is waited on directly (read once when it ends); one elsewhere, by reading the turn now and then."""
     delay = poll
     while True:
         result = turn.inline_result
@@ -159,8 +160,13 @@ def adopt(store: Any, turn: Turn, run: Run, *, poll: float = 0.1, max_poll: floa
             logger.warning("taking over the first step from a runner that went away", turn_id=turn.id)
             fresh = store.get_turn(turn.id)
             return fresh if fresh is not None else turn
-        time.sleep(delay)
-        delay = min(max_poll, delay * 1.5)
+        here = running(run.id)
+        if here is not None:
+            # Until it ends, or until its lease could have lapsed (then it is read again, above).
+            here.wait(max(0.0, turn.inline_until / 1000 - time.time()) + 0.05)
+        else:
+            time.sleep(delay)
+            delay = min(max_poll, delay * 1.5)
         fresh = store.get_turn(turn.id)
         if fresh is None:
             return turn
