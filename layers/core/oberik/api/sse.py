@@ -23,6 +23,8 @@ from oberik.settings import Settings
 TERMINAL_GRACE_SECONDS = 30.0
 # Frames read per query: the first of a long replay goes out without waiting for the whole log.
 REPLAY_PAGE = 500
+# How often a reader looks at the table while this process itself writes the run's frames.
+LOCAL_WRITER_POLL_SECONDS = 1.0
 
 
 def encode(seq: int | None, event: str, data: dict[str, Any]) -> bytes:
@@ -109,4 +111,11 @@ async def stream_run(
         if now - last_sent >= settings.keepalive_seconds:
             yield b": keepalive\n\n"
             last_sent = now
-        await notify.wait(run.id, settings.stream_poll_seconds)
+        # While this process runs the step that writes the frames (the first step of a streamed turn), its
+        # writer wakes this reader itself; the table is only looked at now and then, for a frame written
+        # elsewhere (a cancel, a takeover).
+        here = inline.running(run.id) is not None
+        poll = max(settings.stream_poll_seconds, LOCAL_WRITER_POLL_SECONDS) if here else settings.stream_poll_seconds
+        # ... but never past the next keepalive or liveness check.
+        due = min(last_sent + settings.keepalive_seconds, last_liveness + settings.liveness_check_seconds)
+        await notify.wait(run.id, max(0.01, min(poll, due - time.monotonic())))

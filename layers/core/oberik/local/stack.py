@@ -196,6 +196,10 @@ def _failing_route(name: str, error: BaseException) -> lambda_routing.Route:
     return route
 
 
+# How often a stream reader of `oberik dev` looks at the table itself (see LocalStack.server).
+SERVER_STREAM_POLL_SECONDS = 1.0
+
+
 class LocalStack:
     """The template's resources on moto, and the environment that points this process at them."""
 
@@ -270,6 +274,10 @@ class LocalStack:
             stack._point_environment(moto_port=bound_port)
             # `oberik dev` is for trying webhooks against a receiver on this machine. Unsafe anywhere else.
             stack._env.set("OBERIK_ALLOW_PRIVATE_WEBHOOKS", "1")
+            if "OBERIK_STREAM_POLL_SECONDS" not in os.environ:
+                # Every function of this stack runs in this process, so whatever writes a run's frames wakes
+                # its readers at once (engine.notify); the table is read only as a safety net, less often.
+                stack._env.set("OBERIK_STREAM_POLL_SECONDS", str(SERVER_STREAM_POLL_SECONDS))
             stack._build(overrides or {})
         except BaseException:
             stack.stop()
