@@ -380,7 +380,8 @@ _modules_patched = False
 
 
 def remembered_service_list() -> None:
-    """Have moto's server list its service modules once, not on every request.
+    """Have moto's server list its service modules, and each response class its methods, once, not on every
+    request.
 
     The server picks the backend for each request under one lock, and to do so lists moto's package
     directory (an `isdir` for each of ~200 entries) every time: with a few turns at once, requests spent
@@ -393,7 +394,21 @@ def remembered_service_list() -> None:
         if _modules_patched:
             return
         modules = tuple(backends.list_of_moto_modules())
-        backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]
+        backends.list_of_moto_modules = lambda: modules
+
+        # Likewise each request listed its response class's methods (inspect.getmembers) to find the action.
+        from moto.core import responses
+
+        names_of = responses.method_names_from_class
+        known: dict[type, frozenset[str]] = {}
+
+        def method_names(clazz: Any) -> frozenset[str]:
+            found = known.get(clazz)
+            if found is None:
+                found = known[clazz] = frozenset(names_of(clazz))
+            return found
+
+        responses.method_names_from_class = method_names  # type: ignore[assignment]
         _modules_patched = True
 
 
