@@ -11,7 +11,8 @@ provider over HTTP, as any client would, and a token is minted for it. Then:
 2. per-token delivery lag: when each token frame reached the client minus when the provider wrote the last
    chunk that frame contains (both `time.perf_counter()` in this process);
 3. replay of a finished 5,000-frame run with `GET /chat/stream/{run_id}` and `Last-Event-ID: 0`;
-4. 20 concurrent streaming turns: no frame lost or duplicated, and the lag under that load.
+4. 20 concurrent streaming turns: no frame lost or duplicated, and the lag under that load (reported only:
+   there is no target for lag under load).
 
 These machines are small and noisy (2 cores), so figures are ratios against a baseline measured in the same
 run, never absolute promises. Exit status: 0 when every correctness check held (whether or not the speed
@@ -393,16 +394,18 @@ def bench_ttft(rig: Rig, runs: int, report: Report) -> None:
     lag_line(report, "lag", lags, f"{len(lags)} token frames in {len(platform_ttft)} runs")
 
 
-def lag_line(report: Report, name: str, lags: list[float], what: str) -> None:
+def lag_line(report: Report, name: str, lags: list[float], what: str, *, target: bool = True) -> None:
+    """`target`: held to the lag target; otherwise the figure is reported only (there is no target for the lag
+    under 20 concurrent turns, which on this stack share one process and two cores)."""
     if not lags:
         report.figure(f"{name}: no token frames to measure", False)
         return
     p99 = percentile(lags, 99)
-    report.figure(
-        f"{name}: p50 {ms(statistics.median(lags))}, p99 {ms(p99)}, max {ms(max(lags))} over {what}  "
-        f"target p99 < {LAG_TARGET_MS:.0f} ms",
-        p99 * 1000 < LAG_TARGET_MS,
-    )
+    line = f"{name}: p50 {ms(statistics.median(lags))}, p99 {ms(p99)}, max {ms(max(lags))} over {what}"
+    if target:
+        report.figure(f"{line}  target p99 < {LAG_TARGET_MS:.0f} ms", p99 * 1000 < LAG_TARGET_MS)
+    else:
+        report.say(f"{line}  (reported; no target under load)")
 
 
 def bench_replay(rig: Rig, frames: int, report: Report) -> None:
@@ -550,7 +553,13 @@ def bench_concurrent(rig: Rig, turns: int, report: Report) -> None:
         + ("none lost, duplicated or out of order" if not problems else f"{len(problems)} PROBLEMS"),
         not problems,
     )
-    lag_line(report, "concurrent lag", lags, f"{len(lags)} token frames ({len(lags) / max(1, len(ttfts)):.0f} a turn)")
+    lag_line(
+        report,
+        "concurrent lag",
+        lags,
+        f"{len(lags)} token frames ({len(lags) / max(1, len(ttfts)):.0f} a turn)",
+        target=False,
+    )
     if ttfts:
         report.say(f"  (time to first token under this load: p50 {ms(statistics.median(ttfts))}, max {ms(max(ttfts))})")
 

@@ -357,3 +357,35 @@ def test_where_responses_are_buffered_the_stream_ends_with_retry_and_resumes(
     assert rounds > 1
     assert [e.id for e in events] == list(range(1, len(events) + 1))
     assert _text(events) == LONG_TEXT
+
+
+def test_a_replay_read_from_the_table_in_growing_pages_sends_every_frame_once_in_order(
+    live: str, token: str, provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+):
+    from oberik.adapters.frame_cache import FRAMES
+    from oberik.api import sse
+
+    # Given a finished run of a few dozen frames, forgotten by this process (a reader elsewhere reads the table)
+    provider.script(Reply(text=" ".join(f"w{i}" for i in range(60)), token_delay=0.06))
+    first = _post_stream(live, token, message="long")
+    run_id = first.headers["X-Run-Id"]
+    written = [e.id for e in parse_sse(first.text)[0]]
+    assert len(written) > 20
+    FRAMES.forget(run_id)
+
+    # When it is replayed with tiny pages that grow while the reader catches up
+    monkeypatch.setattr(sse, "REPLAY_PAGE", 2)
+    monkeypatch.setattr(sse, "MAX_REPLAY_PAGE", 8)
+    reads: list[int] = []
+    real = DynamoStore.frames_after
+
+    def counting(self: Any, run: str, after: int, limit: int | None = None, **kw: Any) -> Any:
+        reads.append(limit or 0)
+        return real(self, run, after, limit, **kw)
+
+    monkeypatch.setattr(DynamoStore, "frames_after", counting)
+    replay = parse_sse(_attach(live, token, run_id, last=0).text)[0]
+
+    # Then every frame came once, in order, and the pages grew 2, 8, 8 ...
+    assert [e.id for e in replay] == written
+    assert reads[:3] == [2, 8, 8]

@@ -21,8 +21,11 @@ from oberik.settings import Settings
 # the frame right after ending the run, but on a loaded machine "right after" was measured at over 5 s (20
 # concurrent turns on the 2-core local stack), and a reader that gives up early reports a failure that is not one.
 TERMINAL_GRACE_SECONDS = 30.0
-# Frames read per query: the first of a long replay goes out without waiting for the whole log.
+# Frames read per query: the first of a long replay goes out without waiting for the whole log, and while a
+# reader is catching up each read takes more (every query sorts through the run's frames locally, and on AWS
+# every read is a round trip), up to MAX_REPLAY_PAGE.
 REPLAY_PAGE = 500
+MAX_REPLAY_PAGE = 4000
 # How often a reader looks at the table while this process itself writes the run's frames.
 LOCAL_WRITER_POLL_SECONDS = 1.0
 
@@ -59,10 +62,11 @@ async def stream_run(
         return
     last = after
     started = last_sent = last_liveness = time.monotonic()
+    page = REPLAY_PAGE
     while True:
         # Frames this process wrote come from memory, on the loop; only the table is read on a worker thread.
-        frames = FRAMES.after(run.id, last, REPLAY_PAGE) or await anyio.to_thread.run_sync(
-            store.frames_after, run.id, last, REPLAY_PAGE
+        frames = FRAMES.after(run.id, last, page) or await anyio.to_thread.run_sync(
+            store.frames_after, run.id, last, page
         )
         for frame in frames:
             last = frame["seq"]
@@ -77,8 +81,10 @@ async def stream_run(
             if first is not None:
                 await anyio.to_thread.run_sync(first.wait)
             return
-        if len(frames) >= REPLAY_PAGE:
+        if len(frames) >= page:
+            page = min(page * 4, MAX_REPLAY_PAGE)
             continue  # more is already written: read on without waiting
+        page = REPLAY_PAGE
         now = time.monotonic()
         if settings.sse_window_seconds and now - started >= settings.sse_window_seconds:
             # Buffered deployments: end this response; the client reconnects with Last-Event-ID.
