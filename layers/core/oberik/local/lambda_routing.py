@@ -267,33 +267,18 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
     applied_errors: list[Any] = [(None, None, None)] * len(planned)
     failed = False
     for i, (op_type, op, table_name, key) in enumerate(planned):
-        names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+        common = {
+            "condition_expression": op.get("ConditionExpression"),
+            "expression_attribute_names": op.get("ExpressionAttributeNames"),
+            "expression_attribute_values": op.get("ExpressionAttributeValues"),
+        }
         try:
             if op_type == "Put":
-                self.put_item(
-                    table_name,
-                    op["Item"],
-                    condition_expression=op.get("ConditionExpression"),
-                    expression_attribute_names=names,
-                    expression_attribute_values=values,
-                )
+                self.put_item(table_name, op["Item"], **common)
             elif op_type == "Delete":
-                self.delete_item(
-                    table_name,
-                    key,
-                    condition_expression=op.get("ConditionExpression"),
-                    expression_attribute_names=names,
-                    expression_attribute_values=values,
-                )
+                self.delete_item(table_name, key, **common)
             elif op_type == "Update":
-                self.update_item(
-                    table_name,
-                    key,
-                    update_expression=op["UpdateExpression"],
-                    condition_expression=op.get("ConditionExpression"),
-                    expression_attribute_names=names,
-                    expression_attribute_values=values,
-                )
+                self.update_item(table_name, key, update_expression=op["UpdateExpression"], **common)
         except (MultipleTransactionsException, MockValidationException):
             _restore(touched)
             raise
