@@ -60,10 +60,6 @@ class BriefCache(Generic[V]):
             self._values.pop(key, None)
             self._changes[key] = self._changes.get(key, 0) + 1
 
-    def clear(self) -> None:
-        with self._lock:
-            self._values.clear()
-
     def _read(self, key: str, read: Callable[[], V | None]) -> V | None:
         with self._lock:
             before = self._changes.get(key, 0)
