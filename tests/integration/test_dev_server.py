@@ -212,6 +212,10 @@ def test_oberik_dev_serves_a_turn(tmp_path: Path) -> None:
         assert info["project_id"] and info["project_key"]
         tools = httpx.get(f"{info['url']}/tools", headers={"Authorization": f"Bearer {info['token']}"}, timeout=10)
         assert tools.status_code == 200, tools.text
+        # and the project embeds with the offline model, so searching by meaning is offered, not withheld
+        assert info["embedding_model"] == "offline/all-minilm-l6-v2"
+        assert "rag_search" in [t["name"] for t in tools.json()["tools"]]
+        assert "rag_search" not in [w["name"] for w in tools.json()["withheld"]]
         # And a turn runs end to end (API, state machine, routed handlers, offline model)
         chat = httpx.post(
             f"{info['url']}/chat",

@@ -20,6 +20,9 @@ from typing import Any
 
 DEV_FILE = Path(".oberik") / "dev.json"
 DEV_PROJECT = "dev"
+# The dev project embeds with the offline model (make setup installs it), so documents, rag_search, memory and
+# tool narrowing work with no provider at all; without it installed the project simply has no embedding model.
+DEV_EMBEDDING_MODEL = "offline/all-minilm-l6-v2"
 DEV_SUBJECT = "dev-user"
 DEV_TOKEN_TTL = 30 * 24 * 3600
 STARTUP_TIMEOUT = 30.0
@@ -243,6 +246,11 @@ def _bootstrap(url: str, admin_key: str) -> dict[str, str]:
         if created.status_code != 201:
             raise _BootstrapError(f"creating the dev project failed: {created.status_code} {created.text}")
         project = created.json()
+        embedding = http.patch(
+            f"/api/projects/{project['id']}/settings",
+            headers={"X-API-Key": project["key"]},
+            json={"embedding_model": DEV_EMBEDDING_MODEL},
+        )
         minted = http.post(
             f"/api/projects/{project['id']}/tokens",
             headers={"X-API-Key": project["key"]},
@@ -256,7 +264,17 @@ def _bootstrap(url: str, admin_key: str) -> dict[str, str]:
         "project_key": project["key"],
         "token": minted.json()["token"],
         "admin_key": admin_key,
+        # What documents and memory embed with, or why nothing does (the refusal's own sentence).
+        "embedding_model": DEV_EMBEDDING_MODEL if embedding.status_code == 200 else "",
+        "embedding_note": "" if embedding.status_code == 200 else _detail(embedding),
     }
+
+
+def _detail(response: Any) -> str:
+    try:
+        return str(response.json().get("detail") or response.text)
+    except ValueError:
+        return response.text
 
 
 def _write_dev_file(info: dict[str, str]) -> None:
@@ -282,6 +300,7 @@ def _print_banner(info: dict[str, str], aws_endpoint: str, settings: Any) -> Non
         f"  playground:    {info['url']}/?token={info['token']}",
         f"  embedded AWS:  {aws_endpoint}",
         f"  {model}",
+        f"  embeddings:    {info['embedding_model'] or 'none: ' + info['embedding_note']}",
         f"  project id:    {info['project_id']}",
         f"  project key:   {info['project_key']}",
         f"  token:         {info['token']}",
