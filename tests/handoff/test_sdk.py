@@ -100,3 +100,60 @@ def test_the_async_client_reads_frames_checks_and_resumes(desk: Desk, live: str)
     assert seen[0] == "clip" and "frame" in seen
     assert checked["state"] == "unsolved"
     assert content == "Signed in."
+
+
+def test_the_async_controller_watches_works_and_ends_a_blocking_hand_off(desk: Desk, live: str):
+    desk.open("/widget")
+    paused = desk.hand_off(after=None, reason="pass the captcha", selector="#captcha")
+    assert paused["requires_action"] and paused["handoff"]["blocking"]
+
+    async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
+        views: list[dict[str, Any]] = []
+        ended: list[dict[str, Any]] = []
+        painted, finished = asyncio.Event(), asyncio.Event()
+
+        async def on_view(view: dict[str, Any]) -> None:  # a coroutine callback is awaited
+            views.append(view)
+            if view["frame"]:
+                painted.set()
+
+        def on_ended(info: dict[str, Any]) -> None:  # a plain one is called
+            ended.append(info)
+            finished.set()
+
+        async with AsyncClient(live, desk.token) as client:
+            view = await client.sessions.handoff(desk.sid, paused["handoff"], on_view=on_view, on_ended=on_ended)
+            try:
+                await asyncio.wait_for(painted.wait(), 20)
+                assert view.view["region"] == "selector" and view.view["live"] is True
+
+                # the person ticks the box (coordinates in the crop): the gesture carries the crop's origin
+                origin = view.view["origin"]
+                tick = desk.evaluate(
+                    "(() => { const r = document.getElementById('tick').getBoundingClientRect();"
+                    " return {x: r.left + 5, y: r.top + 5}; })()"
+                )
+                desk.provider.script_when(CHECKER, Reply("unsolved"))
+                answer = await view.click(tick["x"] - origin["x"], tick["y"] - origin["y"])
+                assert answer["origin"] == origin
+                assert desk.evaluate("window.__log") == ["opened"]
+                await asyncio.sleep(1.5)  # the puzzle opens
+                verify = desk.evaluate(
+                    "(() => { const r = document.getElementById('verify').getBoundingClientRect();"
+                    " return {x: r.left + 10, y: r.top + 10}; })()"
+                )
+                origin = view.view["origin"]
+                await view.click(verify["x"] - origin["x"], verify["y"] - origin["y"])
+
+                # its own check after the release sees the widget gone and ends the hand-off for a resume
+                await asyncio.wait_for(finished.wait(), 20)
+            finally:
+                await view.close()
+            desk.provider.script(Reply("Your order shipped on Monday."))
+            resumed = await client.chat.handoff_done(desk.sid)
+            return views, ended, resumed.content
+
+    views, ended, content = asyncio.run(main())
+    assert ended == [{"resume": True, "reason": "done"}]
+    assert any(v["checking"] for v in views) and views[-1]["live"] is False
+    assert content == "Your order shipped on Monday."

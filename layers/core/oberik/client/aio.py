@@ -30,6 +30,7 @@ from oberik.client._core import (
     split_handlers,
 )
 from oberik.client.errors import AgentStreamError, OberikConnectionError, OberikError, error_for
+from oberik.client.handoff_aio import AsyncHandoffController
 from oberik.client.models import (
     ActiveRun,
     CancelResult,
@@ -513,6 +514,20 @@ class AsyncSessions:
 
     async def handoff_check(self, session_id: str) -> dict[str, Any]:
         return dict(await self._client._do(handoff_api.handoff_check(session_id)))
+
+    async def handoff(
+        self,
+        session_id: str,
+        handoff: Mapping[str, Any],
+        *,
+        on_view: Callable[[dict[str, Any]], Any] | None = None,
+        on_ended: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> AsyncHandoffController:
+        """Watch and work a hand-off (the stream as a task, the gestures with their origin, the finished-check);
+        `await controller.close()` when the viewer goes away."""
+        return await AsyncHandoffController(
+            self._client, session_id, handoff, on_view=on_view, on_ended=on_ended
+        ).start()
 
     async def browser_stream(
         self, session_id: str, selector: str | None = None

@@ -45,6 +45,38 @@ def stream_path(session_id: str, selector: str | None) -> str:
     return f"/chat/sessions/{ep._id(session_id)}/browser/stream{tail}"
 
 
+PICTURE_FIELDS = ("clip", "origin", "region", "matched", "focused", "url")
+
+
+def initial_view(handoff: Mapping[str, Any]) -> dict[str, Any]:
+    """A controller's `view` before the first frame (see HandoffController)."""
+    return {
+        "handoff": dict(handoff),
+        "frame": None,
+        "clip": None,
+        "origin": {"x": 0, "y": 0},
+        "region": handoff.get("region", "viewport"),
+        "matched": bool(handoff.get("matched")),
+        "focused": False,
+        "live": False,
+        "checking": False,
+        "auto_done": bool(handoff.get("auto_done")),
+        "url": handoff.get("url", ""),
+    }
+
+
+def clip_fields(clip: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: clip[k] for k in PICTURE_FIELDS if k in clip}
+
+
+def frame_fields(frame: Mapping[str, Any]) -> dict[str, Any]:
+    return {"frame": frame["image"], "live": True, **clip_fields(frame)}
+
+
+def gesture(kind: str, x: float, y: float, **fields: Any) -> dict[str, Any]:
+    return {"type": kind, "x": x, "y": y, **fields}
+
+
 class BrowserStream:
     """The page's live frames on a background thread: `on_frame(frame)` for every picture (the whole viewport),
     `on_clip(clip)` when the crop moves, `on_end(info)` when the hand-off or the page goes away. `close()` stops."""
@@ -131,19 +163,7 @@ class HandoffController:
         self._lock = threading.Lock()
         self._last_move = 0.0
         self._ended = False
-        self.view: dict[str, Any] = {
-            "handoff": dict(handoff),
-            "frame": None,
-            "clip": None,
-            "origin": {"x": 0, "y": 0},
-            "region": handoff.get("region", "viewport"),
-            "matched": bool(handoff.get("matched")),
-            "focused": False,
-            "live": False,
-            "checking": False,
-            "auto_done": bool(handoff.get("auto_done")),
-            "url": handoff.get("url", ""),
-        }
+        self.view: dict[str, Any] = initial_view(handoff)
         self._stream: BrowserStream | None = None
         self._open_stream(handoff.get("selector"))
 
@@ -170,14 +190,10 @@ class HandoffController:
             self.on_view(snapshot)
 
     def _clip(self, clip: Mapping[str, Any]) -> None:
-        self._changed(**{k: clip[k] for k in ("clip", "origin", "region", "matched", "focused", "url") if k in clip})
+        self._changed(**clip_fields(clip))
 
     def _frame(self, frame: Mapping[str, Any]) -> None:
-        self._changed(
-            frame=frame["image"],
-            live=True,
-            **{k: frame[k] for k in ("clip", "origin", "region", "matched", "focused", "url") if k in frame},
-        )
+        self._changed(**frame_fields(frame))
 
     def update(self, handoff: Mapping[str, Any]) -> None:
         """The agent re-announced its hand-off (same stream kept, picture kept) or closed it."""
@@ -200,12 +216,12 @@ class HandoffController:
         return answer
 
     def click(self, x: float, y: float, *, button: str = "left", clicks: int = 1) -> dict[str, Any]:
-        answer = self._send({"type": "click", "x": x, "y": y, "button": button, "clicks": clicks})
+        answer = self._send(gesture("click", x, y, button=button, clicks=clicks))
         self._after_release()
         return answer
 
     def press(self, x: float, y: float) -> dict[str, Any]:
-        return self._send({"type": "pointer_down", "x": x, "y": y})
+        return self._send(gesture("pointer_down", x, y))
 
     def move(self, x: float, y: float) -> dict[str, Any] | None:
         """Relay a pointer move, dropping ones that come faster than ~60 a second."""
@@ -213,15 +229,15 @@ class HandoffController:
         if now - self._last_move < MOVE_INTERVAL:
             return None
         self._last_move = now
-        return self._send({"type": "pointer_move", "x": x, "y": y})
+        return self._send(gesture("pointer_move", x, y))
 
     def release(self, x: float, y: float) -> dict[str, Any]:
-        answer = self._send({"type": "pointer_up", "x": x, "y": y})
+        answer = self._send(gesture("pointer_up", x, y))
         self._after_release()
         return answer
 
     def wheel(self, x: float, y: float, delta_y: float, delta_x: float = 0.0) -> dict[str, Any]:
-        return self._send({"type": "wheel", "x": x, "y": y, "delta_x": delta_x, "delta_y": delta_y})
+        return self._send(gesture("wheel", x, y, delta_x=delta_x, delta_y=delta_y))
 
     def type(self, text: str) -> dict[str, Any]:
         """Printable text (a paste, an accent, anything behind AltGr) goes in as text, exactly as typed."""
