@@ -13,6 +13,15 @@ from oberik.local.scripted_provider import Reply
 from tests.handoff.conftest import CHECKER, Desk, call
 
 
+def point(desk: Desk, element_id: str, inset: int) -> dict[str, float]:
+    """A point `inset` pixels into the element, in page pixels."""
+    found: dict[str, float] = desk.evaluate(
+        f"(() => {{ const r = document.getElementById('{element_id}').getBoundingClientRect();"
+        f" return {{x: r.left + {inset}, y: r.top + {inset}}}; }})()"
+    )
+    return found
+
+
 def test_the_sdk_watches_works_and_ends_a_blocking_hand_off(desk: Desk, live: str):
     desk.open("/widget")
     client = Client(live, desk.token)
@@ -45,19 +54,13 @@ def test_the_sdk_watches_works_and_ends_a_blocking_hand_off(desk: Desk, live: st
 
         # the person ticks the box (coordinates in the crop), the puzzle opens, they press Verify
         origin = view.view["origin"]
-        tick = desk.evaluate(
-            "(() => { const r = document.getElementById('tick').getBoundingClientRect();"
-            " return {x: r.left + 5, y: r.top + 5}; })()"
-        )
+        tick = point(desk, "tick", 5)
         desk.provider.script_when(CHECKER, Reply("unsolved"))
         answer = view.click(tick["x"] - origin["x"], tick["y"] - origin["y"])
         assert answer["origin"] == origin
         assert desk.evaluate("window.__log") == ["opened"]
         desk.pool.submit(desk.sid, lambda p: p.wait_for_timeout(1500), open_if_missing=False)
-        verify = desk.evaluate(
-            "(() => { const r = document.getElementById('verify').getBoundingClientRect();"
-            " return {x: r.left + 10, y: r.top + 10}; })()"
-        )
+        verify = point(desk, "verify", 10)
         origin = view.view["origin"]
         view.click(verify["x"] - origin["x"], verify["y"] - origin["y"])
 
@@ -129,19 +132,13 @@ def test_the_async_controller_watches_works_and_ends_a_blocking_hand_off(desk: D
 
                 # the person ticks the box (coordinates in the crop): the gesture carries the crop's origin
                 origin = view.view["origin"]
-                tick = desk.evaluate(
-                    "(() => { const r = document.getElementById('tick').getBoundingClientRect();"
-                    " return {x: r.left + 5, y: r.top + 5}; })()"
-                )
+                tick = point(desk, "tick", 5)
                 desk.provider.script_when(CHECKER, Reply("unsolved"))
                 answer = await view.click(tick["x"] - origin["x"], tick["y"] - origin["y"])
                 assert answer["origin"] == origin
                 assert desk.evaluate("window.__log") == ["opened"]
                 await asyncio.sleep(1.5)  # the puzzle opens
-                verify = desk.evaluate(
-                    "(() => { const r = document.getElementById('verify').getBoundingClientRect();"
-                    " return {x: r.left + 10, y: r.top + 10}; })()"
-                )
+                verify = point(desk, "verify", 10)
                 origin = view.view["origin"]
                 await view.click(verify["x"] - origin["x"], verify["y"] - origin["y"])
 
