@@ -239,3 +239,38 @@ def test_another_projects_documents_are_not_found(api: Api, rag_project: Project
         api.client.get(f"/api/projects/{rag_project.id}/documents/nonsense", headers=rag_project.headers).status_code
         == 404
     )
+
+
+def test_changing_the_embedding_model_indexes_every_document_again(api: Api, rag_project: Project) -> None:
+    from oberik.adapters.embeddings import HashingEmbedder
+
+    # Given two documents indexed with one model
+    long = uploaded(
+        api, rag_project, title="Policy", text="\n\n".join(f"Rule {i}: trains before planes." * 4 for i in range(15))
+    )
+    short = uploaded(api, rag_project, title="Note", text="Lisbon office opens at nine.")
+    assert long["chunks"] > 1 and len(_passages(long["id"])) == long["chunks"]
+
+    # When the project switches to a model with other vectors
+    api.configure(rag_project, embedding_model="offline/hashing-128")
+
+    # Then each is indexed again with it (from the stored original), and the old model's passages are gone
+    new_index = index_name("chunks", "offline/hashing-128", 128)
+    for doc in (long, short):
+        again = _wait_until_settled(api, rag_project, doc["id"])
+        assert again["status"] == "ready" and again["embedding_model"] == "offline/hashing-128"
+        assert again["chunks"] == doc["chunks"]
+        assert _passages(doc["id"]) == []
+        found = memory_store().query(
+            new_index, HashingEmbedder(128).embed(["x"])[0], top_k=1000, filter={"doc_id": doc["id"]}
+        )
+        assert len(found) == doc["chunks"]
+
+    # And setting the same model again queues nothing
+    settled = {
+        d["id"]: d["updated_at"] for d in (_wait_until_settled(api, rag_project, x["id"]) for x in (long, short))
+    }
+    api.configure(rag_project, embedding_model="offline/hashing-128")
+    assert {d: _wait_until_settled(api, rag_project, d)["updated_at"] for d in settled} == settled
+    listing = api.client.get(f"/api/projects/{rag_project.id}/documents", headers=rag_project.headers).json()
+    assert {d["status"] for d in listing["items"]} == {"ready"}

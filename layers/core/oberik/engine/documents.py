@@ -118,6 +118,24 @@ class Documents:
         # No queue (a bare process without the stack): the same work on a thread of this process.
         threading.Thread(target=self.process, args=(project_id, doc_id), name=f"ingest-{doc_id}", daemon=True).start()
 
+    def reindex(self, project: Project) -> int:
+        """After the project's embedding model changed: index every document again, from its stored original,
+        with the model now set (each goes back to `processing`, on the queue as a large upload would; its
+        passages from the previous model are removed once the new ones are written). Returns how many."""
+        embedder = self._embedder(project)
+        if embedder is None:
+            return 0
+        queued = 0
+        for doc in self.store.list_documents(project.id):
+            if doc.status == "processing" or (doc.status == "ready" and doc.embedding_model == embedder.model):
+                continue  # on its way already, or made with this model
+            self.store.update_document(project.id, doc.id, status="processing", error=None, updated_at=time.time())
+            self._later(project.id, doc.id)
+            queued += 1
+        if queued:
+            logger.info("documents queued for re-indexing", project_id=project.id, documents=queued)
+        return queued
+
     # --- processing --------------------------------------------------------------------------------------
 
     def process(self, project_id: str, doc_id: str) -> Document | None:
@@ -126,6 +144,7 @@ class Documents:
         doc = self.store.get_document(project_id, doc_id)
         if doc is None or doc.status != "processing":
             return doc
+        previous = (doc.index, doc.chunks)  # passages an earlier indexing wrote (another model's, on a re-index)
         project = self.store.get_project(project_id)
         if project is None:
             return None
@@ -187,6 +206,13 @@ class Documents:
         if not done:  # deleted while it was being indexed: take its passages back out
             self.vectors.delete(index, [r.key for r in records])
             return None
+        old_index, old_chunks = previous
+        if old_index and old_chunks:
+            # Re-indexed: the previous model's passages go (in the same index, only those past the new count).
+            first = len(chunks) if old_index == index else 0
+            stale = [chunk_key(doc.id, n) for n in range(first, old_chunks)]
+            if stale:
+                self.vectors.delete(old_index, stale)
         logger.info("document indexed", doc_id=doc_id, chunks=len(chunks))
         return self.store.get_document(project_id, doc_id)
 

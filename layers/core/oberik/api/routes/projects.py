@@ -247,8 +247,14 @@ def patch_project_settings(
         from oberik.adapters.embeddings import check_embedding_model
 
         check_embedding_model(current)  # an unknown provider or model: 400 with what to change
+    changed_model = current.embedding_model != project.settings.embedding_model
     store.save_project_settings(project.id, current)
     forget_project(project.id)
+    if changed_model and current.embedding_model:
+        # Passages made by another model cannot be searched with this one: the documents are indexed again.
+        from oberik.engine.documents import Documents
+
+        Documents(store).reindex(project.model_copy(update={"settings": current}))
     return _public(current, settings)
 
 
