@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any, TypedDict
 
 from oberik.adapters import aws
-from oberik.local.template import function_name
+from oberik.local.template import arn_reference, function_name, properties_of_type
 from oberik.observability import logger
 
 QUEUE_TYPE = "AWS::SQS::Queue"
@@ -41,42 +41,26 @@ class QueueSource(TypedDict):
     report_failures: bool  # FunctionResponseTypes includes ReportBatchItemFailures
 
 
-def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    resources = template.get("Resources") or {}
-    return {name: dict(r.get("Properties") or {}) for name, r in resources.items() if r.get("Type") == kind}
-
-
 def queues(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every AWS::SQS::Queue's properties by logical id."""
-    return _of_type(template, QUEUE_TYPE)
+    return properties_of_type(template, QUEUE_TYPE)
 
 
 def topics(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every AWS::SNS::Topic's properties by logical id."""
-    return _of_type(template, TOPIC_TYPE)
-
-
-def _arn_of(value: Any) -> str | None:
-    """The logical id in `!GetAtt X.Arn`, else None."""
-    if isinstance(value, dict) and list(value) == ["Fn::GetAtt"]:
-        target = value["Fn::GetAtt"]
-        if isinstance(target, str):
-            target = target.split(".", 1)
-        if len(target) == 2 and target[1] == "Arn":
-            return str(target[0])
-    return None
+    return properties_of_type(template, TOPIC_TYPE)
 
 
 def sqs_event_sources(template: dict[str, Any]) -> list[QueueSource]:
     """Every SQS event of every function, pointing at a queue of this template."""
     defined = set(queues(template))
     found: list[QueueSource] = []
-    for logical_id, props in _of_type(template, "AWS::Serverless::Function").items():
+    for logical_id, props in properties_of_type(template, "AWS::Serverless::Function").items():
         for event in (props.get("Events") or {}).values():
             if (event or {}).get("Type") != "SQS":
                 continue
             properties = event.get("Properties") or {}
-            queue = _arn_of(properties.get("Queue"))
+            queue = arn_reference(properties.get("Queue"))
             if queue is None or queue not in defined:
                 raise ValueError(
                     f"{logical_id}: an SQS event must name a queue of this template as !GetAtt <Queue>.Arn"
@@ -95,7 +79,7 @@ def sqs_event_sources(template: dict[str, Any]) -> list[QueueSource]:
 def environment_references(template: dict[str, Any]) -> dict[str, str]:
     """Function environment variables set to `!Ref` a queue (its URL) or a topic (its ARN): name -> logical id."""
     targets = set(queues(template)) | set(topics(template))
-    functions = _of_type(template, "AWS::Serverless::Function")
+    functions = properties_of_type(template, "AWS::Serverless::Function")
     defaults = ((template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
     found: dict[str, str] = {}
     for environment in [defaults, *(props.get("Environment") or {} for props in functions.values())]:
@@ -115,7 +99,7 @@ def create_queues(sqs: Any, template: dict[str, Any]) -> dict[str, tuple[str, st
         progressed = False
         for logical_id, props in list(pending.items()):
             redrive = dict(props.get("RedrivePolicy") or {})
-            target = _arn_of(redrive.get("deadLetterTargetArn")) if redrive else None
+            target = arn_reference(redrive.get("deadLetterTargetArn")) if redrive else None
             if target is not None and target not in made:
                 continue
             attributes = {key: _text(props[key]) for key in _QUEUE_ATTRIBUTES if key in props}

@@ -16,22 +16,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from oberik.local.event_sources import PollingThread
-from oberik.local.template import function_name
+from oberik.local.template import function_name, properties_of_type
 
 _pollers: list[StreamPoller] = []
 _pollers_lock = threading.Lock()
 
 
-def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    return {
-        k: (v.get("Properties") or {}) for k, v in (template.get("Resources") or {}).items() if v.get("Type") == kind
-    }
-
-
 def create_buckets(s3: Any, template: dict[str, Any]) -> dict[str, str]:
     """Create the template's S3 buckets; logical id -> bucket name."""
     made: dict[str, str] = {}
-    for logical_id, props in _resources(template, "AWS::S3::Bucket").items():
+    for logical_id, props in properties_of_type(template, "AWS::S3::Bucket").items():
         name = str(props.get("BucketName") or function_name(logical_id).lower())
         s3.create_bucket(Bucket=name)
         made[logical_id] = name
@@ -40,12 +34,12 @@ def create_buckets(s3: Any, template: dict[str, Any]) -> dict[str, str]:
 
 def bucket_variables(template: dict[str, Any]) -> dict[str, str]:
     """Environment variables (Globals or a function's) set to `!Ref` a bucket: name -> logical id."""
-    buckets = set(_resources(template, "AWS::S3::Bucket"))
+    buckets = set(properties_of_type(template, "AWS::S3::Bucket"))
     defaults = ((template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
     found: dict[str, str] = {}
     environments = [
         defaults,
-        *(p.get("Environment") or {} for p in _resources(template, "AWS::Serverless::Function").values()),
+        *(p.get("Environment") or {} for p in properties_of_type(template, "AWS::Serverless::Function").values()),
     ]
     for environment in environments:
         for name, value in (environment.get("Variables") or {}).items():
@@ -57,7 +51,7 @@ def bucket_variables(template: dict[str, Any]) -> dict[str, str]:
 def stream_sources(template: dict[str, Any]) -> list[dict[str, Any]]:
     """Every DynamoDB event of every function: function logical id, table logical id, batch size, filters."""
     found = []
-    for logical_id, props in _resources(template, "AWS::Serverless::Function").items():
+    for logical_id, props in properties_of_type(template, "AWS::Serverless::Function").items():
         for event in (props.get("Events") or {}).values():
             if (event or {}).get("Type") != "DynamoDB":
                 continue

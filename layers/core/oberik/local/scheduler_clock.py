@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from oberik.domain import schedules
 from oberik.domain.errors import Invalid
-from oberik.local.template import function_name
+from oberik.local.template import arn_reference, function_name, properties_of_type
 from oberik.observability import logger
 
 GROUP_TYPE = "AWS::Scheduler::ScheduleGroup"
@@ -42,11 +42,6 @@ _TRUST_POLICY = {
 }
 
 
-def _of_type(template: Mapping[str, Any], kind: str) -> dict[str, dict[str, Any]]:
-    resources = template.get("Resources") or {}
-    return {name: dict(r.get("Properties") or {}) for name, r in resources.items() if r.get("Type") == kind}
-
-
 def _local_name(value: Any, logical_id: str) -> str:
     """A resource's Name as the local stack has it: a literal, a `!Sub` of the stack name, or one made up."""
     if isinstance(value, str):
@@ -58,26 +53,16 @@ def _local_name(value: Any, logical_id: str) -> str:
 
 def schedule_groups(template: Mapping[str, Any]) -> dict[str, str]:
     """Every schedule group of the template: logical id -> name."""
-    return {lid: _local_name(props.get("Name"), lid) for lid, props in _of_type(template, GROUP_TYPE).items()}
+    return {lid: _local_name(props.get("Name"), lid) for lid, props in properties_of_type(template, GROUP_TYPE).items()}
 
 
 def scheduler_roles(template: Mapping[str, Any]) -> list[str]:
     """The IAM roles of the template that EventBridge Scheduler may assume."""
     found = []
-    for logical_id, props in _of_type(template, ROLE_TYPE).items():
+    for logical_id, props in properties_of_type(template, ROLE_TYPE).items():
         if SCHEDULER_PRINCIPAL in json.dumps(props.get("AssumeRolePolicyDocument") or {}):
             found.append(logical_id)
     return found
-
-
-def _get_att_arn(value: Any) -> str | None:
-    if isinstance(value, dict) and list(value) == ["Fn::GetAtt"]:
-        target = value["Fn::GetAtt"]
-        if isinstance(target, str):
-            target = target.split(".", 1)
-        if len(target) == 2 and target[1] == "Arn":
-            return str(target[0])
-    return None
 
 
 def create_resources(
@@ -97,13 +82,16 @@ def create_resources(
         roles[logical_id] = str(created["Role"]["Arn"])
     values: dict[str, str] = {}
     defaults = ((template.get("Globals") or {}).get("Function") or {}).get("Environment") or {}
-    environments = [defaults, *((p.get("Environment") or {}) for p in _of_type(template, FUNCTION_TYPE).values())]
+    environments = [
+        defaults,
+        *((p.get("Environment") or {}) for p in properties_of_type(template, FUNCTION_TYPE).values()),
+    ]
     for environment in environments:
         for variable, value in (environment.get("Variables") or {}).items():
             if isinstance(value, dict) and list(value) == ["Ref"] and value["Ref"] in groups:
                 values[variable] = groups[value["Ref"]]
                 continue
-            target = _get_att_arn(value)
+            target = arn_reference(value)
             if target is not None and target in roles:
                 values[variable] = roles[target]
             elif target is not None and target in function_arns:

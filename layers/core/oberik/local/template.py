@@ -8,6 +8,7 @@ plain data. Nothing here resolves intrinsics; callers pick out what they need.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -120,9 +121,14 @@ def load_template(path: str | Path | None = None) -> Template:
     return Template(parse_template(resolved.read_text(encoding="utf-8")), resolved)
 
 
-def _resources(template: dict[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+def _resources(template: Mapping[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
     resources = template.get("Resources") or {}
     return {logical_id: r for logical_id, r in resources.items() if r.get("Type") == resource_type}
+
+
+def properties_of_type(template: Mapping[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """The properties of every resource of `resource_type`, by logical id."""
+    return {k: dict(r.get("Properties") or {}) for k, r in _resources(template, resource_type).items()}
 
 
 def _table_properties(template: dict[str, Any]) -> dict[str, Any]:
@@ -192,15 +198,21 @@ def functions(template: dict[str, Any]) -> dict[str, FunctionSpec]:
     return found
 
 
-def _function_arn_reference(value: Any, function_ids: set[str]) -> str | None:
-    """The logical id when `value` is `!GetAtt <Function>.Arn` of a function in the template."""
+def arn_reference(value: Any) -> str | None:
+    """The logical id when `value` is `!GetAtt <X>.Arn`, else None."""
     if isinstance(value, dict) and list(value) == ["Fn::GetAtt"]:
         target = value["Fn::GetAtt"]
         if isinstance(target, str):
             target = target.split(".", 1)
-        if len(target) == 2 and target[1] == "Arn" and target[0] in function_ids:
+        if len(target) == 2 and target[1] == "Arn":
             return str(target[0])
     return None
+
+
+def _function_arn_reference(value: Any, function_ids: set[str]) -> str | None:
+    """The logical id when `value` is `!GetAtt <Function>.Arn` of a function in the template."""
+    found = arn_reference(value)
+    return found if found in function_ids else None
 
 
 def state_machine(template: Template | dict[str, Any]) -> StateMachineSpec:
