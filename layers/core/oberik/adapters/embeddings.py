@@ -269,14 +269,13 @@ def _gelu(x: Any) -> Any:
 # --- Amazon Bedrock ----------------------------------------------------------------------------------
 
 
-class BedrockEmbedder:
-    """Bedrock embedding models through InvokeModel: Titan takes one text a call, Cohere up to 96."""
+class _ProbedDimension:
+    """A remote model's dimension: known from its name, or learned from the first vectors it returns."""
 
-    def __init__(self, model_id: str, client_factory: Callable[[], Any] | None = None) -> None:
-        self.model_id = model_id
-        self.model = f"{BEDROCK}/{model_id}"
-        self._client_factory = client_factory or _bedrock_client
-        self._dimension = _KNOWN_DIMENSIONS.get(model_id)
+    _dimension: int | None
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        raise NotImplementedError
 
     @property
     def dimension(self) -> int:
@@ -287,6 +286,16 @@ class BedrockEmbedder:
     @dimension.setter
     def dimension(self, value: int) -> None:
         self._dimension = value
+
+
+class BedrockEmbedder(_ProbedDimension):
+    """Bedrock embedding models through InvokeModel: Titan takes one text a call, Cohere up to 96."""
+
+    def __init__(self, model_id: str, client_factory: Callable[[], Any] | None = None) -> None:
+        self.model_id = model_id
+        self.model = f"{BEDROCK}/{model_id}"
+        self._client_factory = client_factory or _bedrock_client
+        self._dimension = _KNOWN_DIMENSIONS.get(model_id)
 
     @property
     def _cohere(self) -> bool:
@@ -339,7 +348,7 @@ def _bedrock_client() -> Any:
 # --- OpenAI-compatible -------------------------------------------------------------------------------
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(_ProbedDimension):
     """Any OpenAI-compatible `/embeddings` endpoint through the `openai` package."""
 
     batch_size = 256
@@ -351,16 +360,6 @@ class OpenAIEmbedder:
         self.model_id = model_id
         self._client = OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=2)
         self._dimension = _KNOWN_DIMENSIONS.get(model_id)
-
-    @property
-    def dimension(self) -> int:
-        if self._dimension is None:
-            self._dimension = len(self.embed(["dimension probe"])[0])
-        return self._dimension
-
-    @dimension.setter
-    def dimension(self, value: int) -> None:
-        self._dimension = value
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         out: list[list[float]] = []
