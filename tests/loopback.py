@@ -12,6 +12,9 @@ from typing import Any
 OnPost = Callable[[BaseHTTPRequestHandler, bytes], None]
 
 
+HTML = {"Content-Type": "text/html; charset=utf-8"}
+
+
 def reply(
     handler: BaseHTTPRequestHandler, status: int, body: bytes = b"", headers: dict[str, str] | None = None
 ) -> None:

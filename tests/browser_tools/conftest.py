@@ -18,6 +18,7 @@ from oberik.domain.llm import ToolCall
 from oberik.domain.models import Turn, TurnPlan
 from oberik.engine.toolbox import ToolContext
 from oberik.engine.tools import ToolOutcome
+from tests.loopback import HTML, reply
 
 PAGES: dict[str, str] = {
     "/form": """<!doctype html><title>Sign in</title><h1>Sign in to Acme</h1>
@@ -100,12 +101,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(b"not found")
             return
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, 200, body.encode(), HTML)
 
 
 @dataclass

@@ -4,13 +4,15 @@ pages on loopback, and a conversation whose agent is the scripted model."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 from oberik.local.scripted_provider import Reply, ScriptedProvider
-from tests.api_fixtures import Api, Project
+from tests.api_fixtures import Api, Project, read_events
 from tests.handoff.pages import PageServer
 
 CHECKER = "You judge whether a person has finished"  # the checker's system prompt starts with this
@@ -42,33 +44,15 @@ def call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
     return {"id": call_id, "name": name, "arguments": arguments}
 
 
-class Desk:
-    """One person's conversation with an agent that has a browser page: open a test page in it, have the agent
-    hand it over, and use the hand-off routes as a client would."""
+class Conversation:
+    """One person's conversation with an agent, and the hand-off routes used on it as a client would."""
 
-    def __init__(
-        self, api: Api, project: Project, token: str, provider: ScriptedProvider, pool: Any, pages: PageServer
-    ):
-        self.api, self.project, self.token, self.provider, self.pool, self.pages = (
-            api,
-            project,
-            token,
-            provider,
-            pool,
-            pages,
-        )
+    def __init__(self, api: Api, token: str, provider: ScriptedProvider) -> None:
+        self.api, self.token, self.provider = api, token, provider
         provider.script(Reply("Hello."))
         r = api.chat(token, message="Hi")
         assert r.status_code == 200, r.text
         self.sid: str = r.json()["session_id"]
-
-    def open(self, path: str, *, wait_until: str = "load") -> None:
-        """Put a test page in the conversation's browser, as browser_goto would have."""
-        url = self.pages.url(path)
-        self.pool.submit(self.sid, lambda page: page.goto(url, wait_until=wait_until), timeout=30)
-
-    def evaluate(self, script: str) -> Any:
-        return self.pool.submit(self.sid, lambda page: page.evaluate(script), open_if_missing=False)
 
     def hand_off(self, *, after: str | None = "Carrying on.", **arguments: Any) -> dict[str, Any]:
         """A turn whose agent calls browser_handoff with `arguments`; returns the /chat response."""
@@ -96,9 +80,45 @@ class Desk:
         return [r for r in self.provider.requests if CHECKER in json.dumps(r.get("messages", []))]
 
 
+class Desk(Conversation):
+    """A conversation whose agent has a browser page in this process's pool: open a test page in it, have the
+    agent hand it over, and use the hand-off routes."""
+
+    def __init__(
+        self, api: Api, project: Project, token: str, provider: ScriptedProvider, pool: Any, pages: PageServer
+    ):
+        self.project, self.pool, self.pages = project, pool, pages
+        super().__init__(api, token, provider)
+
+    def open(self, path: str, *, wait_until: str = "load") -> None:
+        """Put a test page in the conversation's browser, as browser_goto would have."""
+        url = self.pages.url(path)
+        self.pool.submit(self.sid, lambda page: page.goto(url, wait_until=wait_until), timeout=30)
+
+    def evaluate(self, script: str) -> Any:
+        return self.pool.submit(self.sid, lambda page: page.evaluate(script), open_if_missing=False)
+
+
 @pytest.fixture
 def desk(
     api: Api, scripted_project: Project, token: str, provider: ScriptedProvider, pool: Any, pages: PageServer
 ) -> Desk:
     api.configure(scripted_project, handoff_check_model="scripted/vision-small")
     return Desk(api, scripted_project, token, provider, pool, pages)
+
+
+def stream(live: str, desk: Any, **params: Any) -> Any:
+    """An HTTP client and the opened `browser/stream` of `desk`'s conversation (a Desk or a MailDesk)."""
+    client = httpx.Client(base_url=live, timeout=httpx.Timeout(30.0))
+    return client, client.stream("GET", desk.path("browser/stream"), params=params, headers=desk.api.bearer(desk.token))
+
+
+def count_frames(response: Any, seconds: float) -> tuple[int, int, float]:
+    """Frames read off an open stream for `seconds`: (how many, their JPEG bytes, the time it took)."""
+    start, frames, size = time.monotonic(), 0, 0
+    while time.monotonic() - start < seconds:
+        for e in read_events(response, stop_after=1):
+            if e.event == "frame":
+                frames += 1
+                size += len(e.data["image"]) * 3 // 4
+    return frames, size, time.monotonic() - start

@@ -11,6 +11,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.loopback import HTML, reply
+
 _LOG = "<script>window.__log = [];</script>"
 
 # A widget in the shape the common CAPTCHA services embed: a checkbox in a container; clicking it opens a puzzle
@@ -142,12 +144,7 @@ class _Handler(BaseHTTPRequestHandler):
         if body is None:
             self.send_error(404)
             return
-        data = body.encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        reply(self, 200, body.encode(), HTML)
 
 
 class _PageServer(ThreadingHTTPServer):

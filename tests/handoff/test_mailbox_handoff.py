@@ -12,7 +12,6 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from oberik.adapters.dynamodb import DynamoStore
@@ -24,7 +23,7 @@ from oberik.domain.errors import Invalid
 from oberik.local.scripted_provider import Reply, ScriptedProvider
 from oberik.settings import get_settings
 from tests.api_fixtures import Api, Project, read_events, table_items
-from tests.handoff.conftest import CHECKER, call
+from tests.handoff.conftest import CHECKER, Conversation, count_frames, stream
 from tests.handoff.pages import PageServer
 
 FPS = 6.0
@@ -74,15 +73,12 @@ async def _open(page: Any, state: dict[str, Any], args: dict[str, Any]) -> dict[
     return {"url": page.url}
 
 
-class MailDesk:
+class MailDesk(Conversation):
     """A conversation whose browser page is in a host reached through the mailbox; the routes as a client uses them."""
 
     def __init__(self, api: Api, token: str, provider: ScriptedProvider, pages: PageServer, browser: Any) -> None:
-        self.api, self.token, self.provider, self.pages, self.browser = api, token, provider, pages, browser
-        provider.script(Reply("Hello."))
-        r = api.chat(token, message="Hi")
-        assert r.status_code == 200, r.text
-        self.sid: str = r.json()["session_id"]
+        self.pages, self.browser = pages, browser
+        super().__init__(api, token, provider)
 
     def open(self, path: str, **kw: Any) -> None:
         """Put a test page in the conversation's browser (in the host, through the mailbox)."""
@@ -91,27 +87,6 @@ class MailDesk:
 
     def evaluate(self, script: str) -> Any:
         return self.browser.run(self.sid, "test_evaluate", {"script": script})["value"]
-
-    def hand_off(self, *, after: str | None = "Carrying on.", **arguments: Any) -> dict[str, Any]:
-        steps = [Reply(tool_calls=[call("browser_handoff", "hand1", **arguments)])]
-        if after is not None:
-            steps.append(Reply(after))
-        self.provider.script(*steps)
-        r = self.api.chat(self.token, session_id=self.sid, message="Go on")
-        assert r.status_code == 200, r.text
-        return dict(r.json())
-
-    def path(self, tail: str) -> str:
-        return f"/chat/sessions/{self.sid}/{tail}"
-
-    def check(self) -> Any:
-        return self.api.client.post(self.path("handoff/check"), headers=self.api.bearer(self.token))
-
-    def frame(self, **params: Any) -> Any:
-        return self.api.client.get(self.path("browser/frame"), params=params, headers=self.api.bearer(self.token))
-
-    def input(self, **body: Any) -> Any:
-        return self.api.client.post(self.path("browser/input"), json=body, headers=self.api.bearer(self.token))
 
     def centre(self, selector: str) -> dict[str, float]:
         return self.evaluate(
@@ -168,11 +143,6 @@ def mdesk(
             EXTRA_OPS.pop("test_evaluate", None)
             EXTRA_OPS.pop("test_open", None)
             pages.server.release.clear()
-
-
-def stream(live: str, desk: MailDesk, **params: Any) -> Any:
-    client = httpx.Client(base_url=live, timeout=httpx.Timeout(30.0))
-    return client, client.stream("GET", desk.path("browser/stream"), params=params, headers=desk.api.bearer(desk.token))
 
 
 def next_event(r: Any, kind: str, within: float = 10.0) -> Any:
@@ -287,13 +257,7 @@ def test_frame_rate_through_the_mailbox_is_capped_at_the_setting(mdesk: MailDesk
     client, ctx = stream(live, mdesk)
     with client, ctx as r:
         read_events(r, stop_after=2)
-        start, frames, size = time.monotonic(), 0, 0
-        while time.monotonic() - start < 5.0:
-            for e in read_events(r, stop_after=1):
-                if e.event == "frame":
-                    frames += 1
-                    size += len(e.data["image"]) * 3 // 4
-        elapsed = time.monotonic() - start
+        frames, size, elapsed = count_frames(r, 5.0)
     rate = frames / elapsed
     print(
         f"\nscreencast through the mailbox: {frames} frames in {elapsed:.1f} s = {rate:.1f} frames/s "

@@ -11,14 +11,9 @@ import httpx
 
 from oberik.browser.handoff import jpeg_size
 from tests.api_fixtures import read_events
-from tests.handoff.conftest import Desk
+from tests.handoff.conftest import Desk, count_frames, stream
 
 REPORT: dict[str, Any] = {}
-
-
-def stream(live: str, desk: Desk, **params: Any) -> Any:
-    client = httpx.Client(base_url=live, timeout=httpx.Timeout(30.0))
-    return client, client.stream("GET", desk.path("browser/stream"), params=params, headers=desk.api.bearer(desk.token))
 
 
 def test_frames_are_real_jpegs_of_the_viewport_and_the_crop_follows_the_overlay(desk: Desk, live: str):
@@ -123,13 +118,7 @@ def test_frame_rate_of_the_screencast(desk: Desk, live: str):
     client, ctx = stream(live, desk)
     with client, ctx as r:
         read_events(r, stop_after=3)
-        start, frames, size = time.monotonic(), 0, 0
-        while time.monotonic() - start < 4.0:
-            for e in read_events(r, stop_after=1):
-                if e.event == "frame":
-                    frames += 1
-                    size += len(e.data["image"]) * 3 // 4
-        elapsed = time.monotonic() - start
+        frames, size, elapsed = count_frames(r, 4.0)
     rate = frames / elapsed
 
     # the same page's screencast read straight off CDP, without the route in between, for comparison

@@ -185,9 +185,9 @@ def test_server_refuses_a_port_in_use(aws_env: None) -> None:
             LocalStack.server(port=port)
 
 
-def test_oberik_dev_serves_a_turn(tmp_path: Path) -> None:
-    # Given `python -m oberik dev` started in an empty directory, with no model provider configured
-    port = free_port()
+def start_dev(tmp_path: Path, port: int | None = None) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    """`python -m oberik dev` in `tmp_path` with no provider configured, once it has written .oberik/dev.json."""
+    port = port or free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OBERIK_ADMIN_KEY")}
     process = subprocess.Popen(
         [sys.executable, "-m", "oberik", "dev", "--port", str(port)],
@@ -197,16 +197,21 @@ def test_oberik_dev_serves_a_turn(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
-    try:
-        # When it has written .oberik/dev.json
-        dev_file = tmp_path / ".oberik" / "dev.json"
-        deadline = time.monotonic() + 60
-        while not dev_file.exists():
-            assert process.poll() is None, f"oberik dev exited early:\n{process.communicate()[0]}"
-            assert time.monotonic() < deadline, "oberik dev did not write .oberik/dev.json within 60 s"
-            time.sleep(0.1)
-        info = json.loads(dev_file.read_text())
+    dev_file = tmp_path / ".oberik" / "dev.json"
+    deadline = time.monotonic() + 60
+    while not dev_file.exists():
+        assert process.poll() is None, f"oberik dev exited early:\n{process.communicate()[0]}"
+        assert time.monotonic() < deadline, "oberik dev did not write .oberik/dev.json within 60 s"
+        time.sleep(0.1)
+    return process, json.loads(dev_file.read_text())
 
+
+def test_oberik_dev_serves_a_turn(tmp_path: Path) -> None:
+    # Given `python -m oberik dev` started in an empty directory, with no model provider configured
+    # When it has written .oberik/dev.json
+    port = free_port()
+    process, info = start_dev(tmp_path, port)
+    try:
         # Then the file names the server, the dev project and a working token
         assert info["url"] == f"http://127.0.0.1:{port}"
         assert info["project_id"] and info["project_key"]

@@ -4,41 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
 
 from tests.deliveries.conftest import Receiver
-from tests.integration.test_dev_server import free_port
-
-
-def start_dev(tmp_path: Path) -> tuple[subprocess.Popen[str], dict[str, Any]]:
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OBERIK_ADMIN_KEY")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "oberik", "dev", "--port", str(port)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    dev_file = tmp_path / ".oberik" / "dev.json"
-    deadline = time.monotonic() + 60
-    while not dev_file.exists():
-        assert process.poll() is None, f"oberik dev exited early:\n{process.communicate()[0]}"
-        assert time.monotonic() < deadline, "oberik dev did not write .oberik/dev.json within 60 s"
-        time.sleep(0.1)
-    return process, json.loads(dev_file.read_text())
+from tests.integration.test_dev_server import start_dev
 
 
 def test_oberik_dev_fires_a_due_agent_task_and_its_callback_verifies(tmp_path: Path, receiver: Receiver) -> None:

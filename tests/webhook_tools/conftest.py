@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import socket
 import threading
 import time
@@ -17,25 +16,8 @@ from typing import Any
 import pytest
 
 from tests.api_fixtures import Api, Project
-from tests.deliveries.conftest import quick, receiver  # noqa: F401 - the turn.stopped receiver, short waits
+from tests.deliveries.conftest import Received, quick, receiver  # noqa: F401 - the turn.stopped receiver, short waits
 from tests.loopback import listening, reply
-
-
-@dataclass
-class Call:
-    """One request the endpoint received: its headers and the exact body bytes."""
-
-    headers: dict[str, str]
-    raw: bytes
-    path: str
-
-    @property
-    def body(self) -> dict[str, Any]:
-        parsed: dict[str, Any] = json.loads(self.raw)
-        return parsed
-
-    def header(self, name: str) -> str:
-        return {k.lower(): v for k, v in self.headers.items()}[name.lower()]
 
 
 @dataclass
@@ -51,7 +33,7 @@ class Endpoint:
     """The application's side: answers the scripted answers in order, then `default`."""
 
     url: str = ""
-    calls: list[Call] = field(default_factory=list)
+    calls: list[Received] = field(default_factory=list)
     answers: list[Answer] = field(default_factory=list)
     default: Answer = field(default_factory=Answer)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -67,7 +49,7 @@ class Endpoint:
 def _answer(endpoint: Endpoint) -> Callable[[BaseHTTPRequestHandler, bytes], None]:
     def on_post(handler: BaseHTTPRequestHandler, raw: bytes) -> None:
         with endpoint.lock:
-            endpoint.calls.append(Call(dict(handler.headers.items()), raw, handler.path))
+            endpoint.calls.append(Received(dict(handler.headers.items()), raw, time.monotonic(), handler.path))
         answer = endpoint.next_answer()
         if answer.sleep:
             time.sleep(answer.sleep)
