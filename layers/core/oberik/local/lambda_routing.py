@@ -20,6 +20,7 @@ transaction in `serialize_dynamodb`.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import threading
 import time
@@ -46,6 +47,21 @@ Route = Callable[[dict[str, Any]], Any]
 _lock = threading.RLock()
 _routes: dict[str, Route] = {}
 _moto_invoke: Callable[..., Any] | None = None
+
+
+def _once(install: Callable[[], None]) -> Callable[[], None]:
+    """Make a patch of moto idempotent: the first call installs it, later calls do nothing."""
+    done = False
+
+    @functools.wraps(install)
+    def once() -> None:
+        nonlocal done
+        with _lock:
+            if not done:
+                install()
+                done = True
+
+    return once
 
 
 def function_name_of(name_or_arn: str) -> str:
@@ -313,9 +329,7 @@ def _restore(touched: list[tuple[Any, Any, Any, Any]]) -> None:
             table.items[hash_value][range_value] = before
 
 
-_items_patched = False
-
-
+@_once
 def lighter_items() -> None:
     """Build moto's DynamoDB items in time linear in their size, with the same 400 KB check.
 
@@ -324,49 +338,42 @@ def lighter_items() -> None:
     most of what starting a turn costs on the local stack. Here an item is measured once, after it is built,
     and a map's members are measured where they are. Idempotent.
     """
-    global _items_patched
     from moto.dynamodb.exceptions import ItemSizeTooLarge
     from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
     from moto.dynamodb.models.utilities import bytesize
 
-    with _lock:
-        if _items_patched:
-            return
-        original_size = DynamoType.size
+    original_size = DynamoType.size
 
-        def size(self: Any) -> int:
-            if self.is_map():
-                return sum(
-                    bytesize(k) + (v.size() if type(v) is DynamoType else DynamoType(v).size())
-                    for k, v in self.value.items()
-                )
-            return int(original_size(self))
+    def size(self: Any) -> int:
+        if self.is_map():
+            return sum(
+                bytesize(k) + (v.size() if type(v) is DynamoType else DynamoType(v).size())
+                for k, v in self.value.items()
+            )
+        return int(original_size(self))
 
-        def init(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
-            self.hash_key = hash_key
-            self.range_key = range_key
-            built = LimitedSizeDict.__new__(LimitedSizeDict)
-            dict.__init__(built)
-            total = 0
-            for key, value in attrs.items():
-                typed = DynamoType(value)
-                total += bytesize(key) + typed.size()
-                dict.__setitem__(built, key, typed)
-            if total > _MOTO_ITEM_LIMIT:  # moto's own figure, between the documented 400 KB and the real 409-410
-                raise ItemSizeTooLarge
-            self.attrs = built
+    def init(self: Any, hash_key: Any, range_key: Any, attrs: dict[str, Any]) -> None:
+        self.hash_key = hash_key
+        self.range_key = range_key
+        built = LimitedSizeDict.__new__(LimitedSizeDict)
+        dict.__init__(built)
+        total = 0
+        for key, value in attrs.items():
+            typed = DynamoType(value)
+            total += bytesize(key) + typed.size()
+            dict.__setitem__(built, key, typed)
+        if total > _MOTO_ITEM_LIMIT:  # moto's own figure, between the documented 400 KB and the real 409-410
+            raise ItemSizeTooLarge
+        self.attrs = built
 
-        DynamoType.size = size  # type: ignore[method-assign]
-        Item.__init__ = init  # type: ignore[method-assign]
-        _items_patched = True
+    DynamoType.size = size  # type: ignore[method-assign]
+    Item.__init__ = init  # type: ignore[method-assign]
 
 
 _MOTO_ITEM_LIMIT = 405000
 
-_responses_patched = False
-_modules_patched = False
 
-
+@_once
 def remembered_service_list() -> None:
     """Have moto's server list its service modules, and each response class its methods, once, not on every
     request.
@@ -375,31 +382,27 @@ def remembered_service_list() -> None:
     directory (an `isdir` for each of ~200 entries) every time: with a few turns at once, requests spent
     most of their time queued on that lock. The list cannot change while the process runs. Idempotent.
     """
-    global _modules_patched
     from moto import backends
 
-    with _lock:
-        if _modules_patched:
-            return
-        modules = tuple(backends.list_of_moto_modules())
-        backends.list_of_moto_modules = lambda: modules
+    modules = tuple(backends.list_of_moto_modules())
+    backends.list_of_moto_modules = lambda: modules
 
-        # Likewise each request listed its response class's methods (inspect.getmembers) to find the action.
-        from moto.core import responses
+    # Likewise each request listed its response class's methods (inspect.getmembers) to find the action.
+    from moto.core import responses
 
-        names_of = responses.method_names_from_class
-        known: dict[type, frozenset[str]] = {}
+    names_of = responses.method_names_from_class
+    known: dict[type, frozenset[str]] = {}
 
-        def method_names(clazz: Any) -> frozenset[str]:
-            found = known.get(clazz)
-            if found is None:
-                found = known[clazz] = frozenset(names_of(clazz))
-            return found
+    def method_names(clazz: Any) -> frozenset[str]:
+        found = known.get(clazz)
+        if found is None:
+            found = known[clazz] = frozenset(names_of(clazz))
+        return found
 
-        responses.method_names_from_class = method_names  # type: ignore[assignment]
-        _modules_patched = True
+    responses.method_names_from_class = method_names  # type: ignore[assignment]
 
 
+@_once
 def plain_item_responses() -> None:
     """Write moto's DynamoDB item results (GetItem, Query, Scan, BatchGetItem...) straight out as JSON.
 
@@ -409,27 +412,22 @@ def plain_item_responses() -> None:
     cannot say as it is (bytes, which the wire form writes as base64; None, which the serializer leaves out)
     still goes through moto's serializer. Idempotent.
     """
-    global _responses_patched
     from moto.dynamodb.responses import DynamoResult
 
-    with _lock:
-        if _responses_patched:
-            return
-        original = DynamoResult.execute_result
+    original = DynamoResult.execute_result
 
-        def execute_result(self: Any, context: Any) -> Any:
-            if context.serializer_class.__name__ != "JSONSerializer" or not _plain(self._result):
-                return original(self, context)
-            body = json.dumps(self._result)
-            kept, self._result = self._result, {}
-            try:
-                status, headers, _ = original(self, context)  # moto's status and headers for this operation
-            finally:
-                self._result = kept
-            return status, headers, body
+    def execute_result(self: Any, context: Any) -> Any:
+        if context.serializer_class.__name__ != "JSONSerializer" or not _plain(self._result):
+            return original(self, context)
+        body = json.dumps(self._result)
+        kept, self._result = self._result, {}
+        try:
+            status, headers, _ = original(self, context)  # moto's status and headers for this operation
+        finally:
+            self._result = kept
+        return status, headers, body
 
-        DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
-        _responses_patched = True
+    DynamoResult.execute_result = execute_result  # type: ignore[method-assign]
 
 
 def _plain(value: Any) -> bool:
@@ -451,10 +449,10 @@ def _plain(value: Any) -> bool:
     return True
 
 
-_query_patched = False
 _partition = threading.local()  # (table, hash key) while a query on the table's own key is looking for items
 
 
+@_once
 def partition_queries() -> None:
     """Have a moto Query on a table's own key read that key's partition, not the whole table.
 
@@ -464,46 +462,39 @@ def partition_queries() -> None:
     index the listing now holds just the partition; moto still sorts, pages, filters and projects it as
     before. Queries on an index, and scans, are unchanged. Idempotent.
     """
-    global _query_patched
     import inspect
 
     from moto.dynamodb.models.table import Table
 
-    with _lock:
-        if _query_patched:
-            return
-        original_query, original_all_items = Table.query, Table.all_items
-        signature = inspect.signature(original_query)
+    original_query, original_all_items = Table.query, Table.all_items
+    signature = inspect.signature(original_query)
 
-        def query(self: Any, *args: Any, **kwargs: Any) -> Any:
-            bound = signature.bind(self, *args, **kwargs)
-            hash_key = bound.arguments.get("hash_key")
-            if bound.arguments.get("index_name") or hash_key is None:
-                return original_query(self, *args, **kwargs)
-            _partition.key = (self, hash_key)
-            try:
-                return original_query(self, *args, **kwargs)
-            finally:
-                _partition.key = None
+    def query(self: Any, *args: Any, **kwargs: Any) -> Any:
+        bound = signature.bind(self, *args, **kwargs)
+        hash_key = bound.arguments.get("hash_key")
+        if bound.arguments.get("index_name") or hash_key is None:
+            return original_query(self, *args, **kwargs)
+        _partition.key = (self, hash_key)
+        try:
+            return original_query(self, *args, **kwargs)
+        finally:
+            _partition.key = None
 
-        def all_items(self: Any) -> Any:
-            wanted = getattr(_partition, "key", None)
-            if wanted is None or wanted[0] is not self:
-                return original_all_items(self)
-            _partition.key = None  # once: anything else this query lists is the whole table again
-            found = self.items.get(wanted[1])
-            if found is None:
-                return []
-            return list(found.values()) if self.range_key_attr else [found]
+    def all_items(self: Any) -> Any:
+        wanted = getattr(_partition, "key", None)
+        if wanted is None or wanted[0] is not self:
+            return original_all_items(self)
+        _partition.key = None  # once: anything else this query lists is the whole table again
+        found = self.items.get(wanted[1])
+        if found is None:
+            return []
+        return list(found.values()) if self.range_key_attr else [found]
 
-        Table.query = query  # type: ignore[method-assign]
-        Table.all_items = all_items  # type: ignore[method-assign]
-        _query_patched = True
+    Table.query = query  # type: ignore[method-assign]
+    Table.all_items = all_items  # type: ignore[method-assign]
 
 
-_sfn_patched = False
-
-
+@_once
 def lighter_executions() -> None:
     """Two per-execution costs of moto's Step Functions engine, paid once instead.
 
@@ -512,52 +503,45 @@ def lighter_executions() -> None:
     now kept by their text and each execution gets its own deep copy (~1.5 ms), so no state is shared
     between executions; Lambda clients are kept per region and endpoint. Idempotent.
     """
-    global _sfn_patched
     from moto.stepfunctions.parser.asl.component.state.exec.state_task import lambda_eval_utils
     from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
-    with _lock:
-        if _sfn_patched:
-            return
-        parsed: dict[str, Any] = {}
-        parsed_lock = threading.Lock()
+    parsed: dict[str, Any] = {}
+    parsed_lock = threading.Lock()
 
-        def entrypoint(self: Any) -> Any:
-            definition = self._evaluation_details.state_machine_details.definition
+    def entrypoint(self: Any) -> Any:
+        definition = self._evaluation_details.state_machine_details.definition
+        with parsed_lock:
+            program = parsed.get(definition)
+        if program is None:
+            program = AmazonStateLanguageParser.parse(definition)[0]
             with parsed_lock:
-                program = parsed.get(definition)
-            if program is None:
-                program = AmazonStateLanguageParser.parse(definition)[0]
-                with parsed_lock:
-                    parsed[definition] = program
-            return copy.deepcopy(program)
+                parsed[definition] = program
+        return copy.deepcopy(program)
 
-        build_client = lambda_eval_utils.boto_client_for
-        clients: dict[tuple[Any, ...], Any] = {}
-        clients_lock = threading.Lock()
+    build_client = lambda_eval_utils.boto_client_for
+    clients: dict[tuple[Any, ...], Any] = {}
+    clients_lock = threading.Lock()
 
-        def client_for(region: str, service: str, state_credentials: Any = None) -> Any:
-            if state_credentials is not None:
-                return build_client(region, service, state_credentials)
-            from moto.core.models import botocore_stubber
-            from moto.settings import moto_server_port  # where moto's own client is pointed
+    def client_for(region: str, service: str, state_credentials: Any = None) -> Any:
+        if state_credentials is not None:
+            return build_client(region, service, state_credentials)
+        from moto.core.models import botocore_stubber
+        from moto.settings import moto_server_port  # where moto's own client is pointed
 
-            key = (region, service, botocore_stubber.enabled, moto_server_port())
-            with clients_lock:
-                found = clients.get(key)
-                if found is None:
-                    found = clients[key] = build_client(region, service)
-                return found
+        key = (region, service, botocore_stubber.enabled, moto_server_port())
+        with clients_lock:
+            found = clients.get(key)
+            if found is None:
+                found = clients[key] = build_client(region, service)
+            return found
 
-        ExecutionWorker._get_evaluation_entrypoint = entrypoint  # type: ignore[method-assign]
-        lambda_eval_utils.boto_client_for = client_for
-        _sfn_patched = True
+    ExecutionWorker._get_evaluation_entrypoint = entrypoint  # type: ignore[method-assign]
+    lambda_eval_utils.boto_client_for = client_for
 
 
-_stop_patched = False
-
-
+@_once
 def tolerate_early_stop() -> None:
     """Let StopExecution reach an execution whose worker thread has not set itself up yet.
 
@@ -565,22 +549,17 @@ def tolerate_early_stop() -> None:
     stop that lands in the first milliseconds of an execution raises AttributeError inside moto (Step Functions
     itself accepts a stop at any time). The patched stop waits, briefly, for the environment. Idempotent.
     """
-    global _stop_patched
     from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
 
-    with _lock:
-        if _stop_patched:
-            return
-        original = ExecutionWorker.stop
+    original = ExecutionWorker.stop
 
-        def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
-            deadline = time.monotonic() + 5.0
-            while getattr(self, "env", None) is None and time.monotonic() < deadline:
-                time.sleep(0.01)
-            return original(self, *args, **kwargs)
+    def stop(self: Any, *args: Any, **kwargs: Any) -> Any:
+        deadline = time.monotonic() + 5.0
+        while getattr(self, "env", None) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return original(self, *args, **kwargs)
 
-        ExecutionWorker.stop = stop  # type: ignore[method-assign]
-        _stop_patched = True
+    ExecutionWorker.stop = stop  # type: ignore[method-assign]
 
 
 _stream_filter: list[Any] = []
