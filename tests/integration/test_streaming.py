@@ -318,9 +318,14 @@ def test_a_run_whose_execution_died_is_lost_not_running(
 def test_keepalives_are_sent_while_the_model_is_silent(live: str, token: str, provider, monkeypatch):
     monkeypatch.setenv("OBERIK_KEEPALIVE_SECONDS", "0.2")
     get_settings.cache_clear()
-    provider.script(Reply(text="finally", ttft=1.2))
-    _, comments = parse_sse(_post_stream(live, token, message="think").text)
-    assert comments.count("keepalive") >= 2
+    # The model stays silent for 3 s: long enough that the stream has begun (the request waits up to 1 s for
+    # the provider to take the question) well before the first token, even on a loaded machine.
+    provider.script(Reply(text="finally", ttft=3.0))
+    text = _post_stream(live, token, message="think").text
+    before_first_token = text.split("event: token", 1)[0]
+    assert before_first_token.count(": keepalive") >= 2
+    events, _ = parse_sse(text)
+    assert events[-1].event == "done" and events[-1].data["content"] == "finally"
 
 
 def test_the_same_idempotency_key_attaches_to_the_same_run(live: str, api: Api, token: str, provider):
