@@ -239,7 +239,7 @@ def done_id(live: str, token: str, run_id: str) -> int:
 
 def test_starting_a_second_turn_on_a_busy_conversation_is_a_conflict(live: str, token: str, provider):
     # Given a turn running on a conversation
-    provider.script(Reply(text="first"), Reply(text="second", ttft=0.5))
+    provider.script(Reply(text="first"), Reply(text="second", ttft=2.0))
     client = Client(live, token=token)
     sid = client.chat.send(message="start").session_id
     running = client.chat.stream(message="slow", session_id=sid)
