@@ -158,3 +158,36 @@ def test_a_selective_filter_still_finds_its_top_k_far_down_the_ranking(store: An
         ),
     )[:3]
     assert [h.key for h in hits] == [r.key for r in expected]
+
+
+def test_indexes_are_listed_by_prefix(store: Any) -> None:
+    assert store.list_indexes("memories-") == []
+    names = [index_name(kind, "offline/hashing-16", 16) for kind in ("memories", "history", "chunks")]
+    names.append(index_name("memories", "offline/hashing-8", 8))
+    for name in names:
+        store.ensure_index(name, int(name.rsplit("-", 1)[1]))
+    assert store.list_indexes("memories-") == ["memories-offline-hashing-16-16", "memories-offline-hashing-8-8"]
+    assert store.list_indexes() == sorted(names)
+    assert store.list_indexes("nothing-") == []
+
+
+def test_a_scan_yields_every_record_the_filter_admits_with_its_metadata(store: Any) -> None:
+    store.ensure_index(INDEX, 16)
+    store.put(INDEX, _records())
+    found = list(store.scan(INDEX, filter={"project_id": "p2"}))
+    assert sorted(r.key for r in found) == sorted(r.key for r in _records() if r.metadata["project_id"] == "p2")
+    assert len(found) == 10
+    by_key = {r.key: r for r in found}
+    assert by_key["doc2#00030"].metadata["text"] == "passage 30"
+    assert by_key["doc2#00030"].metadata["tags"] == ["even", "t0"]
+    assert all(r.vector == [] for r in found)  # keys and metadata only
+    assert len(list(store.scan(INDEX))) == 40
+    late = store.scan(INDEX, filter={"project_id": "p1", "page": {"$gte": 28}})
+    assert sorted(r.key for r in late) == ["doc0#00028", "doc1#00029"]
+    # What a scan found can be deleted by key; a missing index has no records.
+    store.delete(INDEX, [r.key for r in found])
+    assert list(store.scan(INDEX, filter={"project_id": "p2"})) == []
+    assert len(list(store.scan(INDEX))) == 30
+    assert list(store.scan(index_name("memories", "offline/hashing-16", 16))) == []
+    with pytest.raises(Invalid):
+        list(store.scan(INDEX, filter={"tags": {"$regex": "^e"}}))

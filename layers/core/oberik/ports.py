@@ -80,3 +80,12 @@ class VectorStore(Protocol):
     def get(self, index: str, keys: list[str]) -> list[VectorRecord]:
         """Records by key (with metadata), in no particular order; missing keys are left out."""
         ...
+
+    def list_indexes(self, prefix: str = "") -> list[str]:
+        """The names of the indexes that exist and start with `prefix`, sorted."""
+        ...
+
+    def scan(self, index: str, *, filter: dict[str, Any] | None = None) -> Iterator[VectorRecord]:
+        """Every record of the index that `filter` admits, with its key and metadata but not its vector (an
+        empty list): for moving or removing a project's records. A missing index has none."""
+        ...

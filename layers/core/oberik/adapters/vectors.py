@@ -9,6 +9,7 @@ the process - the API, the step function and the queue consumers all run in that
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -173,6 +174,25 @@ class MemoryVectorStore:
                 walk(rest[~np.isin(rest, head)])
             return hits
 
+    def list_indexes(self, prefix: str = "") -> list[str]:
+        with self._lock:
+            return sorted(name for name in self._indexes if name.startswith(prefix))
+
+    def scan(self, index: str, *, filter: dict[str, Any] | None = None) -> Iterator[VectorRecord]:
+        vector_filter.validate(filter)
+        with self._lock:  # a snapshot: the caller may put and delete while it walks the records
+            target = self._indexes.get(index)
+            found = (
+                []
+                if target is None
+                else [
+                    VectorRecord(key, [], dict(meta or {}))
+                    for key, meta in zip(target.keys, target.metadata, strict=True)
+                    if key is not None and vector_filter.matches(filter, meta or {})
+                ]
+            )
+        return iter(found)
+
     def reset(self) -> None:
         with self._lock:
             self._indexes.clear()
@@ -191,6 +211,8 @@ def memory_store() -> MemoryVectorStore:
 _PUT_BATCH = 500  # PutVectors / DeleteVectors take at most 500 vectors a call
 _GET_BATCH = 100
 _MAX_TOP_K = 100
+_LIST_INDEXES_PAGE = 500  # the most ListIndexes returns a call
+_LIST_VECTORS_PAGE = 1000  # the most ListVectors returns a call
 
 
 class S3VectorsStore:
@@ -297,6 +319,43 @@ class S3VectorsStore:
                     VectorRecord(v["key"], list(v.get("data", {}).get("float32", [])), dict(v.get("metadata") or {}))
                 )
         return out
+
+    def list_indexes(self, prefix: str = "") -> list[str]:
+        names: list[str] = []
+        kwargs: dict[str, Any] = {"vectorBucketName": self.bucket, "maxResults": _LIST_INDEXES_PAGE}
+        if prefix:
+            kwargs["prefix"] = prefix
+        while True:
+            page = self.s3v.list_indexes(**kwargs)
+            names.extend(i["indexName"] for i in page.get("indexes", []) if i["indexName"].startswith(prefix))
+            if not page.get("nextToken"):
+                return sorted(names)
+            kwargs["nextToken"] = page["nextToken"]
+
+    def scan(self, index: str, *, filter: dict[str, Any] | None = None) -> Iterator[VectorRecord]:
+        # ListVectors has no filter: every record of the index is read (metadata, not vectors) and filtered here.
+        vector_filter.validate(filter)
+        kwargs: dict[str, Any] = {
+            "vectorBucketName": self.bucket,
+            "indexName": index,
+            "maxResults": _LIST_VECTORS_PAGE,
+            "returnMetadata": True,
+            "returnData": False,
+        }
+        while True:
+            try:
+                page = self.s3v.list_vectors(**kwargs)
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") == "NotFoundException":
+                    return
+                raise
+            for v in page.get("vectors", []):
+                metadata = dict(v.get("metadata") or {})
+                if vector_filter.matches(filter, metadata):
+                    yield VectorRecord(v["key"], [], metadata)
+            if not page.get("nextToken"):
+                return
+            kwargs["nextToken"] = page["nextToken"]
 
     def query(
         self, index: str, vector: list[float], *, top_k: int, filter: dict[str, Any] | None = None
