@@ -109,14 +109,20 @@ class Documents:
         return self.process(project.id, doc.id) or doc, False
 
     def _later(self, project_id: str, doc_id: str) -> None:
-        body = json.dumps({"project_id": project_id, "doc_id": doc_id})
+        self.enqueue(
+            {"project_id": project_id, "doc_id": doc_id}, lambda: self.process(project_id, doc_id), f"ingest-{doc_id}"
+        )
+
+    def enqueue(self, body: dict[str, Any], work: Callable[[], object], name: str) -> None:
+        """Send `body` to the document queue (`handle_sqs` does the work it names), or with no queue do `work`
+        on a thread of this process."""
         if self.resources.document_queue_url:
             from oberik.adapters.sqs import DeliveryQueue
 
-            DeliveryQueue(self.resources.document_queue_url).send(body)
+            DeliveryQueue(self.resources.document_queue_url).send(json.dumps(body))
             return
         # No queue (a bare process without the stack): the same work on a thread of this process.
-        threading.Thread(target=self.process, args=(project_id, doc_id), name=f"ingest-{doc_id}", daemon=True).start()
+        threading.Thread(target=work, name=name, daemon=True).start()
 
     def reindex(self, project: Project) -> int:
         """After the project's embedding model changed: index every document again, from its stored original,
@@ -239,15 +245,20 @@ class Documents:
 
 
 def handle_sqs(event: dict[str, Any]) -> dict[str, Any]:
-    """The ingest function: process each queued document; report the records to retry."""
+    """The ingest function: process each queued document, or re-embed a project's memories, wiki and history
+    (a body of kind "reembed"); report the records to retry."""
     from oberik.adapters.dynamodb import DynamoStore
+    from oberik.engine import reembed
 
     documents = Documents(DynamoStore())
     failures = []
     for record in event.get("Records", []):
         try:
             body = json.loads(record["body"])
-            documents.process(str(body["project_id"]), str(body["doc_id"]))
+            if body.get("kind") == reembed.KIND:
+                reembed.reembed(documents.store, str(body["project_id"]), vectors=documents.vectors)
+            else:
+                documents.process(str(body["project_id"]), str(body["doc_id"]))
         except Exception:
             logger.exception("document ingest failed", message_id=record.get("messageId"))
             failures.append({"itemIdentifier": record.get("messageId")})

@@ -107,6 +107,44 @@ def _slug(title: str) -> str:
     return slug or hashlib.sha256(title.encode()).hexdigest()[:16]
 
 
+def wiki_key_prefix(project_id: str, scope: str, slug: str) -> str:
+    """The keys of a page's passages are this, `#`, and the passage's number: the same page, same keys."""
+    return "wiki#" + hashlib.sha256("\0".join((project_id, scope, slug)).encode()).hexdigest()[:32]
+
+
+def index_wiki_page(
+    vectors: Any,
+    embedder: Any,
+    *,
+    project_id: str,
+    scope: str,
+    slug: str,
+    title: str,
+    content: str,
+    at: float,
+    had: int = MAX_WIKI_PASSAGES,
+) -> int:
+    """Embed a wiki page's passages into the memories index of `embedder`, replacing those of the page written
+    there before, and remove the passages past the new end that an earlier, longer version left (it had `had`).
+    Returns how many passages the page has."""
+    chunks = chunk_pages([(None, f"{title}\n\n{content}")])[:MAX_WIKI_PASSAGES]
+    index = index_name("memories", embedder.model, embedder.dimension)
+    vectors.ensure_index(index, embedder.dimension)
+    prefix = wiki_key_prefix(project_id, scope, slug)
+    embedded = embedder.embed([c.text for c in chunks])
+    metadata = {"project_id": project_id, "scope": scope, "kind": "wiki", "doc_id": slug, "created_at": at}
+    vectors.put(
+        index,
+        [
+            VectorRecord(f"{prefix}#{c.n:04d}", v, {**metadata, "text": c.text, "title": title})
+            for c, v in zip(chunks, embedded, strict=True)
+        ],
+    )
+    if had > len(chunks):  # a shorter page: the old tail goes
+        vectors.delete(index, [f"{prefix}#{n:04d}" for n in range(len(chunks), had)])
+    return len(chunks)
+
+
 def _scope(ctx: Any) -> str:
     scope = ctx.turn.plan.caller.get("scope")
     return str(scope) if scope else DEFAULT_SCOPE
@@ -224,35 +262,18 @@ class MemoryFamily:
             return error(f"a wiki title is at most 200 characters and a page at most {MAX_WIKI_CHARS}")
         scope, slug = _scope(ctx), _slug(title)
         old = ctx.store.get_wiki_page(project.id, scope, slug)
-        chunks = chunk_pages([(None, f"{title}\n\n{content}")])[:MAX_WIKI_PASSAGES]
-        index = index_name("memories", embedder.model, embedder.dimension)
-        vectors = vector_store()
-        vectors.ensure_index(index, embedder.dimension)
-        page_id = "\0".join((project.id, scope, slug))
-        prefix = "wiki#" + hashlib.sha256(page_id.encode()).hexdigest()[:32]
-        embedded = embedder.embed([c.text for c in chunks])
         now = ctx.now or time.time()
-        vectors.put(
-            index,
-            [
-                VectorRecord(
-                    f"{prefix}#{c.n:04d}",
-                    v,
-                    {
-                        "project_id": project.id,
-                        "scope": scope,
-                        "kind": "wiki",
-                        "doc_id": slug,
-                        "created_at": now,
-                        "text": c.text,
-                        "title": title,
-                    },
-                )
-                for c, v in zip(chunks, embedded, strict=True)
-            ],
+        passages = index_wiki_page(
+            vector_store(),
+            embedder,
+            project_id=project.id,
+            scope=scope,
+            slug=slug,
+            title=title,
+            content=content,
+            at=now,
+            had=int((old or {}).get("passages", 0)),
         )
-        if old and int(old.get("passages", 0)) > len(chunks):  # a shorter page: its old tail goes
-            vectors.delete(index, [f"{prefix}#{n:04d}" for n in range(len(chunks), int(old["passages"]))])
         ctx.store.put_wiki_page(
             project.id,
             scope,
@@ -260,7 +281,7 @@ class MemoryFamily:
             {
                 "title": title,
                 "content": content,
-                "passages": len(chunks),
+                "passages": passages,
                 "updated_at": now,
                 "updated_by": _subject(ctx),
                 "created_at": (old or {}).get("created_at", now),

@@ -251,10 +251,14 @@ def patch_project_settings(
     store.save_project_settings(project.id, current)
     forget_project(project.id)
     if changed_model and current.embedding_model:
-        # Passages made by another model cannot be searched with this one: the documents are indexed again.
+        # Passages made by another model cannot be searched with this one: the documents are indexed again, and
+        # the memories, wiki pages and past messages embedded again.
         from oberik.engine.documents import Documents
+        from oberik.engine.reembed import reembed_later
 
-        Documents(store).reindex(project.model_copy(update={"settings": current}))
+        documents = Documents(store)
+        documents.reindex(project.model_copy(update={"settings": current}))
+        reembed_later(documents, project.id)
     return _public(current, settings)
 
 
