@@ -61,6 +61,13 @@ class Playground:
         self._shots = 0
         page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(f"uncaught: {e}"))
+        # The console says a request failed but not which: the failed response names it.
+        page.on(
+            "response",
+            lambda r: (
+                self.errors.append(f"response: {r.request.method} {r.url} -> {r.status}") if r.status >= 400 else None
+            ),
+        )
 
     def open(self) -> Playground:
         """Open the page the way `oberik dev` hands it out: the token in the query string."""
