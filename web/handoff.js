@@ -37,6 +37,7 @@ export class HandoffView {
     this.lastMove = 0;
     this.abort = new AbortController();
     this.queue = Promise.resolve(null);
+    this.flushing = false;
     this.build();
     this.listen();
     this.paintRegion(handoff.region || "viewport");
@@ -169,6 +170,8 @@ export class HandoffView {
   send(body) {
     if (this.ended || this.handoff.interactive === false) return Promise.resolve(null);
     const next = this.queue.then(async () => {
+      // Ended from elsewhere (the agent, the page closing): nothing is left to play this into.
+      if (this.ended && !this.flushing) return null;
       try {
         const answer = await this.api.post(`${this.base()}/browser/input`, body);
         if (answer && "focused" in answer) this.setFocused(answer.focused);
@@ -289,10 +292,12 @@ export class HandoffView {
   finish(resume, reason) {
     if (this.ended) return;
     this.ended = true;
+    // Keys typed just before Done may still be on their way to the page: the turn carries on once they land.
+    this.flushing = resume;
     clearTimeout(this.checkTimer);
     this.abort.abort();
     this.el.remove();
-    this.onEnded({ resume, reason });
+    (resume ? this.queue : Promise.resolve()).then(() => this.onEnded({ resume, reason }));
   }
 
   close() {
