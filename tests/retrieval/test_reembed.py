@@ -277,3 +277,22 @@ def test_old_queue_messages_for_documents_are_still_understood(api: Api, provide
     assert again["status"] == "ready" and again["chunks"] == 1
     bad = handle_sqs({"Records": [{"messageId": "m2", "body": json.dumps({"kind": "reembed"})}]})
     assert bad == {"batchItemFailures": [{"itemIdentifier": "m2"}]}
+
+
+def test_without_a_queue_the_carrying_over_runs_in_this_process(
+    api: Api, provider: ScriptedProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a project that saved everything with one model, in a process that has no document queue
+    project = _memory_project(api, provider, "acme")
+    ana, session_id = _save_everything(api, provider, project)
+    monkeypatch.setenv("OBERIK_DOCUMENT_QUEUE_URL", "")
+
+    # When its model changes
+    api.configure(project, embedding_model=LARGE)
+
+    # Then a thread of this process carries everything over, and the old model's indexes are emptied of it
+    deadline = time.monotonic() + 30
+    while any(_held("memory", _index(kind, SMALL), project.id) for kind in ("memories", "history")):
+        assert time.monotonic() < deadline, "the old model's indexes still hold the project's records"
+        time.sleep(0.05)
+    _everything_is_found(api, provider, ana, session_id)
